@@ -3,9 +3,11 @@
 One run, one machine, three measurements:
 
 1. ``core``: the job through the in-process simulator (``fedclust.simulate``; every
-   participant computation and every secure-sum stage, no HTTP). Exact federated FCM with a
-   fixed number of rounds (eps = 0) on ``--rows`` rows per participant, so each protection
-   does the same clustering work; then the job's FedFuzzDB and silhouette sums.
+   participant computation and every secure-sum stage, no HTTP). ``--algorithm`` (exact
+   federated FCM by default; fedfcm and fkm run the same server procedure under every
+   protection) with a fixed number of rounds (eps = 0) on ``--rows`` rows per participant, so
+   each protection does the same clustering work; then the job's FedFuzzDB and silhouette
+   sums.
 2. ``service``: the same job through the real coordinator, counting service and participant
    agents in one process over in-process HTTP (``fedclust.inprocess``).
 3. Paillier throughput: values per second encrypted packed (``crypto.paillier``) vs one value
@@ -14,8 +16,10 @@ One run, one machine, three measurements:
 Ratios are against no protection (1, 2) and per-value Paillier (3). Issue 4's aims: masking
 within 1.2x of plaintext end to end, packed Paillier at least 10x per-value throughput.
 
-Usage: python benchmarks/bench_protection.py [--rows 200000] [--rounds 5] [--repeats 1]
-       [--service-rows 20000]
+Times are medians of ``--repeats`` runs.
+
+Usage: python benchmarks/bench_protection.py [--algorithm ffcm|fedfcm|fkm] [--rows 200000]
+       [--rounds 5] [--repeats 3] [--service-rows 20000]
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from crypto.paillier import PaillierKeyPair, SlotSpec, encrypt_vector
 from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
 from fedclust.simulate import job_spec, simulate
-from protocol.messages import JobCreate, ProtectionScheme
+from protocol.messages import Algorithm, JobCreate, ProtectionScheme
 
 K, D, PARTIES = 5, 8, 3
 SCHEMES: tuple[ProtectionScheme, ...] = ("none", "masking", "paillier")
@@ -48,32 +52,35 @@ def federation(rows: int, seed: int = 0) -> Federation:
     return Federation(name=f"blobs-{rows}", parts=parts)
 
 
-def best(repeats: int, run: Callable[[], object]) -> float:
+def median_time(repeats: int, run: Callable[[], object]) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return float(np.median(times))
 
 
-def end_to_end(rows: int, rounds: int, repeats: int, *, service: bool) -> dict[str, float]:
+def end_to_end(
+    algorithm: Algorithm, rows: int, rounds: int, repeats: int, *, service: bool
+) -> dict[str, float]:
     fed = federation(rows)
     out: dict[str, float] = {}
     for scheme in SCHEMES:
         spec = job_spec(
-            fed, algorithm="ffcm", ks=[K], seed=1, eps=0.0, max_rounds=rounds, protection=scheme
+            fed, algorithm=algorithm, ks=[K], seed=1, eps=0.0, max_rounds=rounds,
+            protection=scheme,
         )
 
         def once(scheme: ProtectionScheme = scheme, spec: JobCreate = spec) -> object:
             if service:
                 return run_in_process(fed, spec)
             return simulate(
-                fed, algorithm="ffcm", ks=[K], seed=1, eps=0.0, max_rounds=rounds,
+                fed, algorithm=algorithm, ks=[K], seed=1, eps=0.0, max_rounds=rounds,
                 protection=scheme,
             )
 
-        out[scheme] = best(repeats, once)
+        out[scheme] = median_time(repeats, once)
     return out
 
 
@@ -82,9 +89,9 @@ def paillier_throughput(values: int, baseline_values: int) -> tuple[float, float
     rng = np.random.default_rng(0)
     x: NDArray[np.float64] = rng.uniform(-1000, 1000, size=values)
     spec = SlotSpec("bench", scale_bits=24, bound=1000.0, max_parties=PARTIES)
-    packed = values / best(1, lambda: encrypt_vector(pair.public_key, x, spec))
+    packed = values / median_time(1, lambda: encrypt_vector(pair.public_key, x, spec))
     key: paillier.PaillierPublicKey = pair.public_key
-    per_value = baseline_values / best(
+    per_value = baseline_values / median_time(
         1, lambda: [key.encrypt(float(v), precision=2**-24) for v in x[:baseline_values]]
     )
     return packed, per_value
@@ -95,16 +102,19 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="rows per participant (core)")
     parser.add_argument("--service-rows", type=int, default=20_000,
                         help="rows per participant (service)")
-    parser.add_argument("--rounds", type=int, default=5, help="exact FCM rounds")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--algorithm", choices=("ffcm", "fedfcm", "fkm"), default="ffcm")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds (eps = 0)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per time (median)")
     args = parser.parse_args()
 
-    print(f"exact FCM, {PARTIES} participants, D={D}, K={K}, {args.rounds} rounds (eps=0)")
+    print(
+        f"{args.algorithm}, {PARTIES} participants, D={D}, K={K}, {args.rounds} rounds (eps=0)"
+    )
     for label, rows, service in (
         ("core (in-process simulator)", args.rows, False),
         ("service (apps + agents, in-process HTTP)", args.service_rows, True),
     ):
-        times = end_to_end(rows, args.rounds, args.repeats, service=service)
+        times = end_to_end(args.algorithm, rows, args.rounds, args.repeats, service=service)
         print(f"\n{label}, {rows} rows per participant")
         print(f"  {'protection':<10} {'seconds':>9} {'ratio':>7}")
         for scheme, seconds in times.items():

@@ -1,12 +1,9 @@
-"""The coordinator's loop of k-means over held local centers (``protocol.center_kmeans``).
+"""The participants' summed statistics as :func:`protocol.center_kmeans.center_kmeans` asks
+for them: one secure sum (or, with protection "none", one plain gather) per question.
 
-Used by FedFCM's k-means averaging and by federated k-means when their sums are protected:
-the participants keep their local centers, and each iteration is one secure sum of the
-per-global-cluster S_k, W_k and the inertia, for every start at once. A start's loop stops
-when an iteration leaves its centers unchanged. The decoded sums are a deterministic
-function of the participants' encodings, so unchanged assignments give bit-identical
-centers and each start ends exactly where Lloyd's algorithm on the pooled local centers
-ends. Of several starts the one of least inertia is kept (k-means' n_init restarts).
+Used by FedFCM's k-means averaging and by federated k-means: the participants keep their
+local centers, so the server's k-means is the same procedure whatever the protection; only
+how each sum is added differs.
 """
 
 from __future__ import annotations
@@ -14,39 +11,53 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from coordinator._rounds import gather_required
 from coordinator.secure_sum import Summation
 from protocol import messages as msg
 from protocol._validation import FloatArray
-from protocol.center_kmeans import check_starts, combine_center_sums
+from protocol.center_kmeans import (
+    CenterScatter,
+    CenterSums,
+    add_center_scatter,
+    add_center_sums,
+)
 
-__all__ = ["federated_center_kmeans"]
+__all__ = ["FederatedCenters"]
 
 
-def federated_center_kmeans(
-    summation: Summation,
-    participants: Sequence[Any],
-    starts: FloatArray,
-    *,
-    max_iter: int = 300,
-) -> tuple[FloatArray, float, int]:
-    """Lloyd's algorithm over the participants' held local centers from each (S, K, D) start.
+class FederatedCenters:
+    """A :class:`protocol.center_kmeans.CenterOracle` over the participants holding local
+    centers. Every holder must answer every question (the point set must not change), so a
+    refusal or dropout fails the run. ``weight_bound`` bounds one participant's total weight
+    (it sets the fixed-point scale of the protected sums; None: the job's row bound)."""
 
-    Every participant must take part in every iteration (the point set must not change).
+    def __init__(
+        self, holders: Sequence[Any], summation: Summation | None,
+        weight_bound: float | None = None,
+    ) -> None:
+        self._holders = list(holders)
+        self._summation = summation
+        self._weight_bound = weight_bound
 
-    Returns:
-        (the (K, D) centers of least inertia, ΣJ_m the participants held, iterations).
-    """
-    centers = check_starts(starts)
-    for iteration in range(1, max_iter + 1):
-        task = msg.CenterSumsTask(centers=msg.WireArray.of(centers))
-        total, _ = summation.sum(participants, task, msg.CenterSumsReply, required=True)
-        sums = total.to_result()
-        new = combine_center_sums([sums], centers)
-        done = np.array([np.array_equal(a, b) for a, b in zip(new, centers, strict=True)])
-        if done.all():
-            return new[int(np.argmin(sums.inertia))], sums.objective, iteration
-        centers = new
-    # Not converged: the inertia is of the previous centers; pick by it all the same.
-    return centers[int(np.argmin(sums.inertia))], sums.objective, max_iter
+    def center_sums(self, starts: FloatArray) -> CenterSums:
+        if self._summation is None:
+            parts = gather_required(self._holders, lambda p: p.center_sums(starts))
+            return add_center_sums(parts, starts.shape)
+        task = msg.CenterSumsTask(
+            centers=msg.WireArray.of(starts), weight_bound=self._weight_bound
+        )
+        total, _ = self._summation.sum(self._holders, task, msg.CenterSumsReply, required=True)
+        return total.to_result()
+
+    def center_scatter(self, starts: FloatArray) -> CenterScatter:
+        if self._summation is None:
+            return add_center_scatter(
+                gather_required(self._holders, lambda p: p.center_scatter(starts))
+            )
+        task = msg.CenterScatterTask(
+            centers=msg.WireArray.of(starts), weight_bound=self._weight_bound
+        )
+        total, _ = self._summation.sum(
+            self._holders, task, msg.CenterScatterReply, required=True
+        )
+        return total.to_result()

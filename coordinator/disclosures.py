@@ -24,16 +24,22 @@ ALGORITHM_NOTES: Final[dict[str, str]] = {
         "cluster reach the coordinator in the clear, every round."
     ),
     "fedfcm": (
-        "fedfcm: each participant's local FCM centers are revealed to the coordinator in the "
-        "clear, with their membership weights Σu (which sum to the participant's row count)."
+        "fedfcm: local FCM centers stay with the participants, but each participant's own "
+        "sums over them reach the coordinator in the clear, per k-means iteration: per global "
+        "cluster Σ local centers, their number and a 0/1 indicator, the inertia, its J_m, and "
+        "to split or swap clusters its scatter matrices and removal costs; a global cluster "
+        "holding one local center of a participant reveals that center (S_k / W_k)."
     ),
     "fedfcm-avg": (
         "fedfcm-avg: each participant's local FCM centers are revealed to the coordinator in "
         "the clear, with their membership weights Σu (which sum to the participant's row count)."
     ),
     "fkm": (
-        "fkm (federated k-means): each participant's local cluster means and cluster counts "
-        "are revealed to the coordinator in the clear; the counts sum to its row count."
+        "fkm (federated k-means): local means and counts stay with the participants, but "
+        "each participant's own sums over them reach the coordinator in the clear, per "
+        "k-means iteration: per global cluster Σ count·mean, Σ count (the counts sum to its "
+        "row count) and a 0/1 indicator, the inertia, and its scatter matrices and removal "
+        "costs; a global cluster holding one local mean reveals that mean (S_k / W_k)."
     ),
     "kfed": "kfed: each participant's local k-means centers are revealed to the coordinator in "
     "the clear.",
@@ -61,12 +67,16 @@ PROTECTED_NOTES: Final[dict[str, str]] = {
     "fedfcm": (
         "fedfcm, protected: local FCM centers stay with the participants; the coordinator "
         "learns per k-means iteration only the sums over all participants of the local "
-        "centers nearest each global center, their number, the inertia and the pooled J_m."
+        "centers nearest each global center, their number, the number of participants "
+        "holding them, the inertia and the pooled J_m, and to split or swap clusters the "
+        "summed scatter matrices and removal costs."
     ),
     "fkm": (
         "fkm (federated k-means), protected: local means and counts stay with the "
         "participants; the coordinator learns per k-means iteration only the sums over all "
-        "participants of count·mean and count per global cluster and the inertia."
+        "participants of count·mean and count per global cluster, the number of "
+        "participants holding them and the inertia, and to split or swap clusters the "
+        "summed scatter matrices and removal costs."
     ),
     "fed-distill": (
         "fed-distill, protected: each participant's label-count vector on the public set is "
@@ -100,6 +110,13 @@ _SUMS_NOTE: Final = (
     "participant's row count, so N_l can be derived from them."
 )
 _KIND_NOTES: Final[dict[str, str]] = {
+    "declaration": "Declared public bounds: each participant's row bucket row_bound (its "
+    "row count lies in (row_bound/2, row_bound]) and value_bound (|x| <= value_bound for "
+    "every raw value) reached the coordinator in the clear at the start of the job, with "
+    "whether it enforces the exact-FCM size rule. A bound whose source is 'derived' was "
+    "computed from the participant's data (it discloses the bucket of its row count or the "
+    "power of two above its largest magnitude); a 'configured' one is its policy's. Every "
+    "bound of the protected sums and every size check of the job rests on these alone.",
     "moment_sums": "Standardisation: each participant's Σ(x − shift) and Σ(x − shift)² per "
     "column reached the coordinator in the clear.",
     "report_count": "Row counts N_l went to the counting service only; the coordinator "
@@ -125,6 +142,33 @@ _KIND_NOTES: Final[dict[str, str]] = {
 def _fields(reply_json: str) -> list[tuple[str, tuple[int, ...] | None]]:
     doc = json.loads(reply_json)
     return [(name, shape) for name, shape in msg.wire_fields(doc) if name != "kind"]
+
+
+def _support_notes(job: JobRecord) -> list[str]:
+    """Per K of a finished job: how many participants stand behind each released center."""
+    if job.result is None:
+        return []
+    notes = []
+    minimum = job.spec.min_center_contributors
+    for entry in job.result.sweep:
+        if entry.center_contributors is None:
+            continue
+        counts = ", ".join(str(n) for n in entry.center_contributors)
+        single = sum(
+            1 for n, c in zip(entry.center_contributors, entry.centers, strict=True)
+            if n == 1 and c is not None
+        )
+        withheld = sum(1 for c in entry.centers if c is None)
+        text = f"K={entry.k}: participants behind each center: {counts}."
+        if single:
+            text += (
+                f" {single} released center(s) rest on one participant's local centers and "
+                "reveal them to whoever reads the result."
+            )
+        if withheld:
+            text += f" {withheld} center(s) withheld (min_center_contributors={minimum})."
+        notes.append(text)
+    return notes
 
 
 def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
@@ -173,6 +217,7 @@ def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
         how = "masked (pairwise masking)" if protection == "masking" else "Paillier-encrypted"
         notes = [PROTECTED_NOTES[job.spec.algorithm], _PROTECTED_SUMS_NOTE.format(how=how)]
     notes += [note for kind, note in _KIND_NOTES.items() if kind in kinds_seen]
+    notes += _support_notes(job)
     return msg.DisclosureLedger(
         job_id=job.id, algorithm=job.spec.algorithm, state=job.state,
         disclosures=disclosures, notes=notes,

@@ -139,4 +139,5 @@ def run_exact_fcm(
         stop_reason=stop,
         history=tuple(log.records),
         notes=tuple(gatherer.notes),
+        contributors=np.full(k, float(len(log.records[-1].responders))),
     )

@@ -6,12 +6,21 @@ their supports and J_m of the broadcast centers on its rows. The coordinator com
 local centers by k-means averaging (``aggregation="kmeans"``, the paper's method) or by
 support-weighted federated averaging per cluster index (``"average"``, the paper's baseline).
 
+k-means averaging keeps the local centers at the participants (``hold_local_fcm``): the
+k-means over them is :func:`protocol.center_kmeans.center_kmeans`, which asks only for sums
+over each participant's local centers (``coordinator.center_kmeans.FederatedCenters``), in
+the clear with ``summation=None`` and masked or encrypted otherwise; one procedure, so every
+protection gives the same centers up to the fixed-point rounding. The first round seeds the
+k-means from sums alone (splits, swaps and perturbations drawn from the run's seed; the
+authors seed with k-means++, which needs the points themselves), every later round
+starts from the previous global centers, so cluster k keeps its identity from round to
+round. The pooled J_m for the cycle guard arrives summed with the center sums. If the local
+centers cannot fill K clusters the run stops ("empty_clusters") with the centers that have
+support.
+
 Initial centers: without ``init`` they are drawn uniformly in [0, 1]^D as the authors do, which
 presumes data scaled to [0, 1]; callers should scale or standardise first (federated
-standardisation) or pass ``init``. k-means averaging seeds its first round with k-means++ on
-the stacked local centers (the authors' choice: the start is usually random, and k-means from
-random centers can leave a true group without a center) and every later round with the
-previous global centers, so cluster k keeps its identity from round to round.
+standardisation) or pass ``init``.
 
 Stopping: Σ_k ||c_k^t - c_k^{t-1}|| < ``eps`` ("converged") or ``max_rounds`` ("max_rounds").
 The authors stop at ||C_t - C_{t-1}||_F < 1e-4 within 1000 rounds.
@@ -29,29 +38,18 @@ clustering's own criterion. A note in ``FederatedResult.notes`` says so.
 
 A participant that refuses (``RefusedError``) is left out of that round and named in
 ``notes``; a round in which every participant refuses ends the run with that error.
-
-Protected (``summation`` given, k-means averaging only): the participants keep their local
-centers (``hold_local_fcm``) and the k-means over them is itself federated
-(``coordinator.center_kmeans``): per iteration one secure sum of per-global-cluster sums, so
-the coordinator never sees a local center. Every round's k-means starts from the broadcast
-centers, also the first (k-means++ seeding would need the local centers themselves); from
-the same start it ends where the plaintext k-means ends, within the encoding's bound. A
-random start can leave a true group without a center, so the first round also tries the
-``first_starts`` (the sweep draws them from the federation's moments) side by side and keeps
-the result of least k-means inertia. The pooled J_m for the cycle guard arrives summed with
-the center sums.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol, cast
+from typing import Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from coordinator._rounds import Gatherer, RoundLog, resolve_init
-from coordinator.center_kmeans import federated_center_kmeans
+from coordinator.center_kmeans import FederatedCenters
 from coordinator.result import FederatedResult, RoundRecord, StopReason
 from coordinator.secure_sum import Summation
 from protocol._validation import (
@@ -61,9 +59,10 @@ from protocol._validation import (
     check_int,
     rng_from,
 )
-from protocol.fedfcm import LocalCenters, combine_federated_average, combine_kmeans_average
+from protocol.center_kmeans import center_kmeans
+from protocol.fedfcm import LocalCenters, combine_federated_average
 
-__all__ = ["FedFCMParticipant", "ProtectedFedFCMParticipant", "run_fedfcm"]
+__all__ = ["FedFCMParticipant", "run_fedfcm"]
 
 Aggregation = Literal["kmeans", "average"]
 
@@ -81,16 +80,12 @@ class FedFCMParticipant(Protocol):
     def local_fcm(
         self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
     ) -> LocalCenters:
-        """Local FCM from ``centers`` to local convergence (§2.2.1)."""
+        """Local FCM from ``centers`` to local convergence, answered (federated averaging)."""
         ...
 
-
-class ProtectedFedFCMParticipant(FedFCMParticipant, Protocol):
-    """What a protected run (``summation``) needs besides: local centers kept locally, and
-    the stages of secure sums (``coordinator.secure_sum.SecureParticipant``)."""
-
     def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
-        """Local FCM as ``local_fcm``, keeping the local centers at the participant."""
+        """Local FCM as ``local_fcm``, the local centers kept at the participant (k-means
+        averaging: the center sums of ``protocol.center_kmeans`` follow)."""
         ...
 
 
@@ -129,7 +124,6 @@ def run_fedfcm(
     seed: int | np.random.Generator | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     summation: Summation | None = None,
-    first_starts: FloatArray | None = None,
 ) -> FederatedResult:
     """Run FedFCM over ``participants`` (Stallmann & Wilbik 2022, §2.2.1).
 
@@ -143,14 +137,13 @@ def run_fedfcm(
         local_tol: local FCM stops when ||U_t - U_{t-1}||_F < local_tol.
         local_max_iter: the most local center updates per round.
         init: (K, D) initial centers; None draws them uniformly in [0, 1]^D.
-        seed: seed or Generator for the initial centers and the k-means seeding.
-        summation: keep local centers local and run the k-means over them with secure
-            sums (k-means averaging only; see the module docstring).
-        first_starts: (S, K, D) further starts of the first protected round's k-means.
+        seed: seed or Generator for the initial centers.
+        summation: how the k-means averaging's sums are added (None: in the clear; see
+            the module docstring); federated averaging sends local centers and takes none.
 
     Returns:
         FederatedResult with one RoundRecord per round; stop_reason "converged",
-        "max_rounds" or "cycle" (see the module docstring).
+        "max_rounds", "cycle" or "empty_clusters" (see the module docstring).
     """
     owner = "run_fedfcm"
     if len(participants) == 0:
@@ -178,27 +171,44 @@ def run_fedfcm(
 
     states: list[FloatArray] = [centers]  # states[t] = centers broadcast in round t + 1
     objectives: list[float] = []  # objectives[t] = pooled J_m of states[t]
+    support: list[FloatArray | None] = [None]  # support[t] = contributors behind states[t]
+    new_support: FloatArray | None = None
     log = RoundLog(on_round)
     gatherer = Gatherer()
     notes = gatherer.notes
     stop: StopReason = "max_rounds"
     cycle_tol = max(eps, float(np.finfo(np.float64).tiny))
     for round_number in range(1, max_rounds + 1):
-        if summation is not None:
-            protected = cast(Sequence[ProtectedFedFCMParticipant], participants)
+        if aggregation == "kmeans":
             _, names = gatherer.gather(
                 round_number,
-                protected,
+                participants,
                 lambda _, p: p.hold_local_fcm(
                     centers, m=m, tol=local_tol, max_iter=local_max_iter  # noqa: B023
                 ),
             )
             holders = [p for p in participants if p.name in names]
-            starts = centers[None]
-            if round_number == 1 and first_starts is not None:
-                starts = np.concatenate([starts, first_starts])
-            new_centers, objective, _ = federated_center_kmeans(summation, holders, starts)
-            objectives.append(objective)
+            found = center_kmeans(
+                FederatedCenters(holders, summation, weight_bound=float(k)), k, n_features,
+                init=None if round_number == 1 else centers, seed=rng,
+            )
+            objectives.append(found.objective)
+            new_centers, new_support = found.centers, found.contributors
+            if found.empty:
+                log.add(
+                    RoundRecord(
+                        round=round_number, shift=float("inf"), responders=names,
+                        objective=objectives[-1],
+                    )
+                )
+                notes.append(
+                    f"stopped: the participants' local centers fill only {k - found.empty} "
+                    f"of K={k} clusters (fewer distinct local centers than K); the "
+                    f"{k - found.empty} centers with support are reported."
+                )
+                centers, stop = new_centers, "empty_clusters"
+                support.append(new_support)
+                break
         else:
             answers, names = gatherer.gather(
                 round_number,
@@ -206,11 +216,7 @@ def run_fedfcm(
                 lambda _, p: p.local_fcm(centers, m=m, tol=local_tol, max_iter=local_max_iter),  # noqa: B023
             )
             objectives.append(float(sum(a.global_objective for a in answers)))
-            if aggregation == "kmeans":
-                previous = None if round_number == 1 else centers
-                new_centers = combine_kmeans_average(answers, previous, seed=rng)
-            else:
-                new_centers = combine_federated_average(answers, centers)
+            new_centers = combine_federated_average(answers, centers)
         shift = _distance(new_centers, centers)
         log.add(
             RoundRecord(
@@ -219,6 +225,7 @@ def run_fedfcm(
         )
         if shift < eps:
             centers = new_centers
+            support.append(new_support)
             stop = "converged"
             break
 
@@ -227,6 +234,7 @@ def run_fedfcm(
             first = len(states) - period  # the cycle's states are states[first:]
             best = min(range(first, len(states)), key=lambda t: objectives[t])
             centers = states[best]
+            support.append(support[best])
             stop = "cycle"
             notes.append(
                 f"stopped: cycle of period {period} detected at round {round_number}; kept the "
@@ -236,6 +244,7 @@ def run_fedfcm(
             break
         centers = new_centers
         states.append(centers)
+        support.append(new_support)
 
     return FederatedResult(
         centers=centers,
@@ -243,4 +252,5 @@ def run_fedfcm(
         stop_reason=stop,
         history=tuple(log.records),
         notes=tuple(notes),
+        contributors=support[-1],
     )

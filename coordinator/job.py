@@ -2,6 +2,8 @@
 
 A job (:class:`protocol.messages.JobCreate`) runs these stages through the participants:
 
+0. every participant declares its public bounds, checked against the job, which give the
+   bounds of the protected sums (``coordinator.declarations``);
 1. every participant reports N_l to the counting service (the coordinator learns nothing);
 2. optionally, federated standardisation (Σx, Σx² rounds; ΣN_l from the counting service);
 3. optionally, each participant's local-only choice of K (Stallmann & Wilbik §2.2.3);
@@ -21,13 +23,14 @@ from typing import Any
 import numpy as np
 
 from coordinator._rounds import gather_required
+from coordinator.declarations import declare_job
 from coordinator.result import ProgressCallback
-from coordinator.secure_sum import Summation
+from coordinator.secure_sum import JobSummation
 from coordinator.standardise import standardise_federation
 from coordinator.sweep import SweepResult, run_sweep
 from protocol import choose_k, validity
 from protocol import messages as msg
-from protocol._validation import FloatArray, rng_from
+from protocol._validation import FloatArray
 from protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 
 __all__ = ["JobOutcome", "result_document", "run_job"]
@@ -60,7 +63,7 @@ def run_job(
     *,
     total_count: Callable[[], int],
     on_progress: ProgressCallback | None = None,
-    summation: Summation | None = None,
+    summation: JobSummation | None = None,
 ) -> JobOutcome:
     """Run every stage of ``spec`` through ``participants``; ΣN_l from ``total_count``.
 
@@ -70,7 +73,7 @@ def run_job(
     ``total_count`` is asked once, after every participant has reported: the total cannot
     change within a job, so the later stages reuse it.
 
-    ``on_progress(stage, k, round_record)`` is told of each stage ("counting",
+    ``on_progress(stage, k, round_record)`` is told of each stage ("declaring", "counting",
     "standardising", "local_k", "clustering", "validating", "silhouette") and of every
     finished round.
     """
@@ -89,6 +92,10 @@ def run_job(
         if on_progress is not None:
             on_progress(name, None, None)
 
+    stage("declaring")
+    bounds = declare_job(participants, spec, n_features=participants[0].n_features)
+    if summation is not None:
+        summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
     stage("counting")
     gather_required(participants, lambda p: p.report_count())
     n = total_count()
@@ -96,15 +103,19 @@ def run_job(
     def known_total() -> int:
         return n
 
-    rng = rng_from(spec.seed)
+    local_k_stream, sweep_stream = np.random.SeedSequence(spec.seed).spawn(2)
     mean = scale = None
     if spec.standardise:
         stage("standardising")
         mean, scale = standardise_federation(participants, known_total, summation=summation)
+        z_bound = bounds.standardised(mean, scale)
+        if summation is not None:
+            summation.set_bounds(max_rows=bounds.max_rows, value_bound=z_bound)
     local_k = None
     if spec.local_k_range is not None:
         stage("local_k")
         lo, hi = spec.local_k_range
+        rng = np.random.default_rng(local_k_stream)
         seeds = [int(rng.integers(_SEED_BOUND)) for _ in participants]
         by_name = {p.name: s for p, s in zip(participants, seeds, strict=True)}
         local_k = tuple(
@@ -114,7 +125,7 @@ def run_job(
         )
     sweep = run_sweep(
         spec.algorithm, participants, spec.ks, total_count=known_total,
-        seed=int(rng.integers(_SEED_BOUND)), m=spec.m, eps=spec.eps,
+        seed=sweep_stream, m=spec.m, eps=spec.eps,
         max_rounds=spec.max_rounds, gamma=spec.gamma, on_progress=on_progress,
         summation=summation,
     )
@@ -142,19 +153,39 @@ def result_document(
     dataset: str | None = None,
     ari: Sequence[float] | None = None,
 ) -> ResultDocument:
-    """The result document of a job (``simulate --json``, ``demo --json`` and the API)."""
-    entries = [
-        SweepEntryDocument(
-            k=e.k,
-            fed_fuzzy_db=e.fed_fuzzy_db,
-            centers=np.asarray(outcome.centers(i)).tolist(),
-            rounds=e.result.n_rounds,
-            stop_reason=e.result.stop_reason,
-            simplified_silhouette=outcome.silhouette[i],
-            ari=None if ari is None else float(ari[i]),
+    """The result document of a job (``simulate --json``, ``demo --json`` and the API).
+
+    A center that fewer than ``spec.min_center_contributors`` participants stand behind is
+    withheld (None) with a note saying why.
+    """
+    entries = []
+    withheld_notes = []
+    for i, e in enumerate(outcome.sweep.entries):
+        contributors = e.result.contributors
+        centers: list[list[float] | None] = list(np.asarray(outcome.centers(i)).tolist())
+        if contributors is not None:
+            for j, n in enumerate(contributors):
+                if n < spec.min_center_contributors:
+                    centers[j] = None
+                    withheld_notes.append(
+                        f"K={e.k}: center {j} withheld: {int(n)} participant(s) stand behind "
+                        f"it, fewer than min_center_contributors={spec.min_center_contributors}."
+                    )
+        entries.append(
+            SweepEntryDocument(
+                k=e.k,
+                fed_fuzzy_db=e.fed_fuzzy_db,
+                centers=centers,
+                rounds=e.result.n_rounds,
+                stop_reason=e.result.stop_reason,
+                simplified_silhouette=outcome.silhouette[i],
+                ari=None if ari is None else float(ari[i]),
+                center_contributors=(
+                    None if contributors is None else [int(n) for n in contributors]
+                ),
+                empty_clusters=e.empty_clusters,
+            )
         )
-        for i, e in enumerate(outcome.sweep.entries)
-    ]
     local = outcome.local_k
     return ResultDocument(
         algorithm=spec.algorithm,
@@ -166,7 +197,7 @@ def result_document(
         k_selected=outcome.sweep.k_selected,
         k_elbow=outcome.sweep.k_elbow,
         sweep=entries,
-        notes=list(outcome.sweep.notes) + list(outcome.secure_notes),
+        notes=list(outcome.sweep.notes) + list(outcome.secure_notes) + withheld_notes,
         local_k=None if local is None else list(local),
         k_range_rule_of_thumb=None if local is None else choose_k.k_range_rule_of_thumb(local),
     )

@@ -77,8 +77,8 @@ class PaillierSummation(CohortSums):
     Args:
         job_id: the job (its key pair at the key holder is per job).
         key_holder: the job's public key and the decryption of aggregates.
-        max_rows: declared bound on any participant's number of rows.
-        value_bound: declared bound on |x| for every value the algorithms see.
+        max_rows: bound on any participant's number of rows (or later: ``set_bounds``).
+        value_bound: bound on |x| for every value the algorithms see (likewise).
         min_cohort: the fewest contributions a sum may have (>= 3).
         concurrent: ask the participants at once (see ``CohortSums``).
     """
@@ -88,8 +88,8 @@ class PaillierSummation(CohortSums):
         job_id: str,
         key_holder: KeyHolder,
         *,
-        max_rows: int,
-        value_bound: float,
+        max_rows: int | None = None,
+        value_bound: float | None = None,
         min_cohort: int = 3,
         concurrent: bool = True,
     ) -> None:

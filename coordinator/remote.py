@@ -3,21 +3,23 @@
 :class:`RemoteParticipant` turns each driver call (``fcm_sums``, ``local_fcm``, ...) into a
 wire task sent through a :class:`TaskChannel` and turns the reply back into the protocol's
 statistics, so every driver in ``coordinator`` runs unchanged over the network. A refusal
-reply becomes :class:`~protocol.errors.RefusedError`; a reply of the wrong kind or shape is
-a :class:`~protocol.errors.ProtocolError`.
+reply becomes :class:`~protocol.errors.RefusedError` (a fatal one, or a reply of the wrong
+kind or shape, a :class:`~protocol.errors.ProtocolError`: the job cannot go on).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from numpy.typing import ArrayLike
 
 from protocol import messages as msg
 from protocol._validation import FloatArray
+from protocol.center_kmeans import CenterScatter, CenterSums
+from protocol.declaration import Declaration
 from protocol.errors import ProtocolError, RefusedError
 from protocol.exact_fcm import FCMSums
-from protocol.federated_kmeans import ClusterMeans
 from protocol.fedfcm import LocalCenters
 from protocol.standardise import MomentSums
 from protocol.validity import FuzzyDBSums, SilhouetteSums
@@ -39,10 +41,15 @@ class RemoteParticipant:
         self.n_features = n_features
         self._channel = channel
 
+    def _refused(self, reply: msg.RefusalReply) -> Exception:
+        if reply.fatal:
+            return ProtocolError(f"participant {self.name!r}: {reply.reason}")
+        return RefusedError(reply.reason)
+
     def _ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
         reply = self._channel.ask(self.name, spec)
         if isinstance(reply, msg.RefusalReply):
-            raise RefusedError(reply.reason)
+            raise self._refused(reply)
         if not isinstance(reply, expected):
             raise ProtocolError(
                 f"participant {self.name!r} answered a {spec.kind!r} task with a "
@@ -59,8 +66,12 @@ class RemoteParticipant:
         """One stage of a secure sum (``coordinator.secure_sum``); a refusal raises."""
         reply = self._channel.ask(self.name, spec)
         if isinstance(reply, msg.RefusalReply):
-            raise RefusedError(reply.reason)
+            raise self._refused(reply)
         return reply
+
+    def declare(self, roster: Sequence[str]) -> Declaration:
+        spec = msg.DeclareTask(roster=list(roster))
+        return self._ask(spec, msg.DeclarationReply).to_result()
 
     def report_count(self) -> None:
         self._ask(msg.ReportCountTask(), msg.AckReply)
@@ -99,21 +110,25 @@ class RemoteParticipant:
         spec = msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed)
         return self._ask(spec, msg.LocalKReply).k
 
-    def kmeans_init(self, k: int, *, seed: int | None) -> ClusterMeans:
-        return self._ask(msg.KmeansInitTask(k=k, seed=seed), msg.ClusterMeansReply).to_result()
-
-    def kmeans_step(self, centers: ArrayLike) -> ClusterMeans:
-        spec = msg.KmeansStepTask(centers=msg.WireArray.of(centers))
-        return self._ask(spec, msg.ClusterMeansReply).to_result()
-
     def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
         spec = msg.HoldLocalFcmTask(
             centers=msg.WireArray.of(centers), m=m, tol=tol, max_iter=max_iter
         )
         self._ask(spec, msg.AckReply)
 
+    def hold_kmeans_init(self, k: int, *, seed: int) -> None:
+        self._ask(msg.HoldKmeansInitTask(k=k, seed=seed), msg.AckReply)
+
     def hold_kmeans_step(self, centers: ArrayLike) -> None:
         self._ask(msg.HoldKmeansStepTask(centers=msg.WireArray.of(centers)), msg.AckReply)
+
+    def center_sums(self, centers: ArrayLike) -> CenterSums:
+        spec = msg.CenterSumsTask(centers=msg.WireArray.of(centers))
+        return self._ask(spec, msg.CenterSumsReply).to_result()
+
+    def center_scatter(self, centers: ArrayLike) -> CenterScatter:
+        spec = msg.CenterScatterTask(centers=msg.WireArray.of(centers))
+        return self._ask(spec, msg.CenterScatterReply).to_result()
 
     def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
         spec = msg.KfedCentersTask(k_local=k_local, seed=seed)

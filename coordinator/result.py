@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-StopReason = Literal["converged", "max_rounds", "cycle", "one_shot"]
+StopReason = Literal["converged", "max_rounds", "cycle", "one_shot", "empty_clusters"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,14 @@ class FederatedResult:
 
     ``stop_reason`` is ``"converged"`` (shift below eps), ``"max_rounds"``, ``"cycle"``
     (the run revisited an earlier state and stopped with the better one; see ``notes``) or
-    ``"one_shot"`` (single-round algorithms such as k-FED).
+    ``"one_shot"`` (single-round algorithms such as k-FED) or ``"empty_clusters"`` (the
+    points could not fill K clusters: ``centers`` has fewer rows, each with support).
+
+    ``contributors[k]``: how many participants stand behind center k — for the
+    centers-based algorithms (FedFCM's k-means averaging, federated k-means) the number whose
+    local centers are nearest to it, a sum of 0/1 indicators; for exact FCM every responding
+    participant (each row has a membership in every cluster); None where the algorithm does
+    not count them (federated averaging, k-FED: they send their local centers anyway).
     """
 
     centers: NDArray[np.float64]
@@ -37,6 +44,7 @@ class FederatedResult:
     stop_reason: StopReason
     history: tuple[RoundRecord, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    contributors: NDArray[np.float64] | None = None
 
     @property
     def converged(self) -> bool:

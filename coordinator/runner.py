@@ -17,13 +17,14 @@ import threading
 from coordinator.broker import Broker, BrokerClosedError, JobCancelledError, TaskTimeoutError
 from coordinator.counting_client import CountingClient, CountingError
 from coordinator.db import Database
+from coordinator.declarations import declare_job
 from coordinator.distill_job import distill_result_document, run_distill_job
 from coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
 from coordinator.job import result_document, run_job
 from coordinator.paillier_sum import JobKeyHolder, PaillierSummation
 from coordinator.remote import RemoteParticipant
 from coordinator.result import RoundRecord
-from coordinator.secure_sum import MaskedSummation, Summation
+from coordinator.secure_sum import JobSummation, MaskedSummation
 from crypto.masking import IntegrityError
 from protocol.errors import ProtocolError, RefusedError
 from protocol.messages import JobCreate, ResultDocument
@@ -111,6 +112,11 @@ class JobRunner:
             ]
             summation = self._summation(job_id, spec)
             secure_notes = [] if summation is None else summation.notes
+            if spec.algorithm in ("fedcref", "fed-distill"):  # run_job declares the others
+                on_progress("declaring", None, None)
+                bounds = declare_job(remotes, spec, n_features=job.n_features)
+                if summation is not None:
+                    summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
             if spec.algorithm == "fedcref":
                 on_progress("fedcref iteration 1", None, None)
                 fedcref = run_fedcref_job(
@@ -160,17 +166,16 @@ class JobRunner:
         finally:
             self._broker.close_job(job_id)
 
-    def _summation(self, job_id: str, spec: JobCreate) -> Summation | None:
-        """The job's secure summation (None for protection "none")."""
+    def _summation(self, job_id: str, spec: JobCreate) -> JobSummation | None:
+        """The job's secure summation (None for protection "none"); its bounds come from the
+        participants' declarations (``coordinator.declarations``)."""
         if spec.protection == "none":
             return None
         if spec.protection == "paillier":
             holder = JobKeyHolder(
                 job_id, self._counting.paillier_key, self._counting.paillier_decrypt
             )
-            return PaillierSummation(
-                job_id, holder, max_rows=spec.max_rows, value_bound=spec.value_bound
-            )
+            return PaillierSummation(job_id, holder)
         enrolled = self._db.participants()
         keys: dict[str, bytes] = {}
         for name in spec.participants:
@@ -181,9 +186,7 @@ class JobRunner:
                     "every participant's Ed25519 public key (upgrade its agent)."
                 )
             keys[name] = base64.b64decode(record.identity_key)
-        return MaskedSummation(
-            job_id, keys, max_rows=spec.max_rows, value_bound=spec.value_bound
-        )
+        return MaskedSummation(job_id, keys)
 
     def _succeed(self, job_id: str, document: ResultDocument) -> None:
         progress = self._broker.progress(job_id)

@@ -7,18 +7,22 @@ the decoded aggregate in the plain reply model of that statistic, so the drivers
 with the same ``protocol.combine_*`` functions as a list of plain replies.
 
 Encoding (``crypto.fixedpoint``): every summed field is declared with a bound derived from
-the job's ``max_rows`` N and ``value_bound`` B (|x| <= B for every value the algorithm sees)
-and the scale 2^f with f = min(40, 61 − ceil(log2(n·bound))) for a cohort of n, so the
-aggregate can never overflow (n·bound·2^f <= 2^61). Bounds per field (D features, q of
-FedFuzzDB, distances at most 3B·√D since every center lies within the data's box, the initial
-ones within mean ± √3·std):
+the job's ``max_rows`` N and ``value_bound`` B (|x| <= B for every value the algorithm sees;
+both derived from the participants' declared bounds unless the job overrides them,
+``coordinator.declarations``) and the scale 2^f with f = min(40, 61 − ceil(log2(n·bound)))
+for a cohort of n, so the aggregate can never overflow (n·bound·2^f <= 2^61). Bounds per
+field (D features, q of FedFuzzDB, distances at most 3B·√D since every center lies within the
+data's box, the initial ones within mean ± √3·std):
 
 =================  ===============================================================
 moment_sums        sum N·2B, sum_sq N·4B²  (shifted by a public point in the box)
 fcm_sums           u_sum N, weighted_sum N·B
 fuzzy_db_sums      spread N·(3B√D)^q, membership N
 silhouette_sums    total N
-center_sums        sums N·B, weights N, inertia and objective N·(3B√D)²
+center_sums        sums W·B, weights W, inertia W·(3B√D)², contributors 1, objective
+                   N·(3B√D)²; W = the task's weight_bound (FedFCM: K local centers of
+                   weight 1) or N
+center_scatter     scatter and removal W·(3B√D)²
 distill_soft       soft_sum 1 (each value a probability), members 1 (one per member)
 fedcref_fedavg     weighted_params N·B (n·θ, |θ| <= B per model parameter), rows N
 =================  ===============================================================
@@ -55,8 +59,8 @@ from protocol.errors import ProtocolError, RefusedError, UnavailableError
 from protocol.secure_wire import b64, signed_keys, to_key_advert
 
 __all__ = [
-    "CohortSums", "MaskedSummation", "SecureParticipant", "Summation", "field_encodings",
-    "total_reply",
+    "CohortSums", "JobSummation", "MaskedSummation", "SecureParticipant", "Summation",
+    "field_encodings", "total_reply",
 ]
 
 R = TypeVar("R")
@@ -97,6 +101,15 @@ class Summation(Protocol):
         ...
 
 
+class JobSummation(Summation, Protocol):
+    """A job's summation, whose bounds the job sets from the participants' declarations
+    (``coordinator.declarations``) before its first sum."""
+
+    def set_bounds(self, *, max_rows: int, value_bound: float) -> None:
+        """The N and B of :func:`field_encodings` for the sums from now on."""
+        ...
+
+
 def field_encodings(
     statistic: msg.SumTaskSpec,
     *,
@@ -118,11 +131,15 @@ def field_encodings(
             bounds = {"spread": N * distance**q, "membership": N}
         case msg.SilhouetteSumsTask():
             bounds = {"total": N}
-        case msg.CenterSumsTask():
+        case msg.CenterSumsTask(weight_bound=weight_bound):
+            W = N if weight_bound is None else weight_bound
             bounds = {
-                "sums": N * B, "weights": N, "inertia": N * distance**2,
-                "objective": N * distance**2,
+                "sums": W * B, "weights": W, "inertia": W * distance**2,
+                "contributors": 1.0, "objective": N * distance**2,
             }
+        case msg.CenterScatterTask(weight_bound=weight_bound):
+            W = N if weight_bound is None else weight_bound
+            bounds = {"scatter": W * distance**2, "removal": W * distance**2}
         case msg.DistillSoftTask():
             bounds = {"soft_sum": 1.0, "members": 1.0}
         case msg.FedCRefFedavgTask():
@@ -133,8 +150,9 @@ def field_encodings(
         if bits < 0:
             raise ValueError(
                 f"field {name!r} of {statistic.kind!r}: n_parties · bound = "
-                f"{n_parties * bound:.3g} does not fit a 64-bit secure sum; lower the job's "
-                "max_rows or value_bound."
+                f"{n_parties * bound:.3g} does not fit a 64-bit secure sum; lower the "
+                "participants' declared row or value bounds, or the job's max_rows or "
+                "value_bound where given."
             )
         out.append(msg.FieldEncoding(name=name, scale_bits=bits, bound=bound))
     return out
@@ -165,6 +183,10 @@ class CohortSums:
     the notes and the asking of one stage (``MaskedSummation``, and
     ``coordinator.paillier_sum.PaillierSummation``).
 
+    The bounds ``max_rows`` and ``value_bound`` are given at construction or later with
+    :meth:`set_bounds` (``run_job`` derives them from the participants' declarations, and
+    again for the standardised values); a sum before either is a ValueError.
+
     ``concurrent``: ask a stage's participants at once, one thread each (remote participants,
     whose answers take network round trips); False asks them one after another, which is
     faster for in-process participants (the simulator: nothing to wait on, one GIL).
@@ -174,16 +196,17 @@ class CohortSums:
         self,
         job_id: str,
         *,
-        max_rows: int,
-        value_bound: float,
+        max_rows: int | None = None,
+        value_bound: float | None = None,
         min_cohort: int = 3,
         concurrent: bool = True,
     ) -> None:
         if min_cohort < 3:
             raise ValueError("min_cohort must be at least 3.")
         self._job = job_id
-        self._max_rows = max_rows
-        self._value_bound = value_bound
+        self._bounds = (
+            None if max_rows is None or value_bound is None else (max_rows, value_bound)
+        )
         self._min_cohort = min_cohort
         self._round = 0
         self.notes: list[str] = []
@@ -200,6 +223,12 @@ class CohortSums:
         """Secure sums begun so far in this job."""
         return self._round
 
+    def set_bounds(self, *, max_rows: int, value_bound: float) -> None:
+        """The N and B of :func:`field_encodings` for the sums from now on."""
+        if max_rows < 1 or not (math.isfinite(value_bound) and value_bound > 0):
+            raise ValueError("max_rows must be >= 1 and value_bound a finite number > 0.")
+        self._bounds = (max_rows, value_bound)
+
     def _begin(
         self, participants: Sequence[Any], statistic: msg.SumTaskSpec
     ) -> tuple[dict[str, SecureParticipant], list[str], int, list[msg.FieldEncoding]]:
@@ -212,10 +241,13 @@ class CohortSums:
                 f"a secure sum needs at least {self._min_cohort} participants; "
                 f"{len(cohort)} would take part."
             )
+        if self._bounds is None:
+            raise ValueError("a secure sum needs the job's bounds first (set_bounds).")
         n_features = participants[0].n_features
+        max_rows, value_bound = self._bounds
         encoding = field_encodings(
             statistic, n_features=n_features, n_parties=len(cohort),
-            max_rows=self._max_rows, value_bound=self._value_bound,
+            max_rows=max_rows, value_bound=value_bound,
         )
         self._round += 1
         return by_name, cohort, n_features, encoding
@@ -267,8 +299,8 @@ class MaskedSummation(CohortSums):
     Args:
         job_id: the job; binds every key and message of its sums.
         identities: the participants' registered Ed25519 public keys (raw bytes).
-        max_rows: declared bound on any participant's number of rows.
-        value_bound: declared bound on |x| for every value the algorithms see.
+        max_rows: bound on any participant's number of rows (or later: ``set_bounds``).
+        value_bound: bound on |x| for every value the algorithms see (likewise).
         min_cohort: the smallest cohort asked (the participants enforce their own too).
         concurrent: ask each stage's participants at once (see :class:`CohortSums`).
     """
@@ -278,8 +310,8 @@ class MaskedSummation(CohortSums):
         job_id: str,
         identities: Mapping[str, bytes],
         *,
-        max_rows: int,
-        value_bound: float,
+        max_rows: int | None = None,
+        value_bound: float | None = None,
         min_cohort: int = 3,
         concurrent: bool = True,
     ) -> None:

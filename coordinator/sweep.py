@@ -30,10 +30,8 @@ from protocol.messages import Algorithm
 
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 _FUZZY_INIT: frozenset[str] = frozenset({"ffcm", "fedfcm", "fedfcm-avg"})
-_PLAIN_ONLY: frozenset[str] = frozenset({"fedfcm-avg", "kfed"})
-_CENTERS_BASED: frozenset[str] = frozenset({"fedfcm", "fkm"})
-#: Starts besides ``init`` of a protected first-round k-means (10 in all, as sklearn's n_init).
-_EXTRA_STARTS = 9
+#: Algorithms that send each participant's local centers by design: protection "none" only.
+PLAIN_ONLY: frozenset[str] = frozenset({"fedfcm-avg", "kfed"})
 
 
 class SweepParticipant(Protocol):
@@ -48,11 +46,17 @@ class SweepParticipant(Protocol):
 
 @dataclass(frozen=True)
 class SweepEntry:
-    """One K of the sweep: the run's result and its FedFuzzDB value."""
+    """One K of the sweep: the run's result and its FedFuzzDB value (of the centers with
+    support: fewer than K when ``empty_clusters`` > 0)."""
 
     k: int
     fed_fuzzy_db: float
     result: FederatedResult
+
+    @property
+    def empty_clusters(self) -> int:
+        """Clusters of the K that no point supports (the run reports fewer centers)."""
+        return self.k - int(self.result.centers.shape[0])
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def run_algorithm(
     participants: Sequence[Any],
     k: int,
     *,
-    seed: int | None = None,
+    seed: int | np.random.Generator | None = None,
     m: float = 2.0,
     eps: float = 1e-3,
     max_rounds: int = 100,
@@ -108,24 +112,21 @@ def run_algorithm(
     init: FloatArray | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     summation: Summation | None = None,
-    first_starts: FloatArray | None = None,
 ) -> FederatedResult:
     """Run one federated clustering algorithm for one K through the participants.
 
-    ``init`` seeds the fuzzy algorithms (ffcm, fedfcm, fedfcm-avg) and, with a
-    ``summation``, federated k-means; None leaves the drivers' default, uniform in [0, 1]^D.
-    With a ``summation`` every sum-type statistic travels protected; fedfcm-avg and kfed
-    send local centers by design and are refused. ``first_starts`` (S, K, D) are further
-    starts for the first round of the protected centers-based algorithms.
+    ``init`` seeds the fuzzy algorithms (ffcm, fedfcm, fedfcm-avg); None leaves the drivers'
+    default, uniform in [0, 1]^D. With a ``summation`` every sum-type statistic travels
+    protected; fedfcm-avg and kfed send local centers by design and are refused. The
+    random draws do not depend on the protection.
     """
-    rng = rng_from(seed)
-    sub_seed = int(rng.integers(2**31 - 1))
+    sub_seed = rng_from(seed)
     if algorithm == "ffcm":
         return run_exact_fcm(
             participants, k, m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, init=init,
             seed=sub_seed, on_round=on_round, summation=summation,
         )
-    if summation is not None and algorithm in _PLAIN_ONLY:
+    if summation is not None and algorithm in PLAIN_ONLY:
         raise ValueError(
             f"{algorithm!r} sends each participant's local centers by design; run it with "
             "protection 'none'."
@@ -137,12 +138,11 @@ def run_algorithm(
         return run_fedfcm(
             participants, k, aggregation=aggregation, m=m, eps=eps, max_rounds=max_rounds,
             init=init, seed=sub_seed, on_round=on_round, summation=summation,
-            first_starts=first_starts,
         )
     if algorithm == "fkm":
         return run_federated_kmeans(
             participants, k, max_rounds=max_rounds, eps=eps, seed=sub_seed, on_round=on_round,
-            init=init, summation=summation, first_starts=first_starts,
+            summation=summation,
         )
     if algorithm == "kfed":
         return run_kfed(participants, k, seed=sub_seed, on_round=on_round)
@@ -178,7 +178,7 @@ def run_sweep(
     ks: Sequence[int],
     *,
     total_count: Callable[[], int],
-    seed: int | None = None,
+    seed: int | np.random.SeedSequence | None = None,
     m: float = 2.0,
     q: float = 1.0,
     p: float = 2.0,
@@ -191,31 +191,41 @@ def run_sweep(
     """Sweep K over ``ks``; select the K with the smallest FedFuzzDB (§2.2.3).
 
     FedFuzzDB needs K >= 2 (its max over j ≠ i is empty for K = 1). With a ``summation``
-    every sum (moments, the algorithm's, FedFuzzDB's) travels protected.
+    every sum (moments, the algorithm's, FedFuzzDB's) travels protected. Every random draw
+    comes from one tree, ``SeedSequence(seed)``: per K one stream for the initial centers
+    and one for the algorithm, the same whatever the protection. A K whose points could not
+    fill K clusters (``SweepEntry.empty_clusters``) is not selected while another K is
+    complete.
     """
     if len(ks) == 0:
         raise ValueError("The K range is empty; give at least one K >= 2.")
     for k in ks:
         check_int(k, name="k", owner="run_sweep", low=2)
-    rng = rng_from(seed)
-    needs_box = algorithm in _FUZZY_INIT or (summation is not None and algorithm == "fkm")
-    box = moment_box(participants, total_count(), summation) if needs_box else None
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    box = (
+        moment_box(participants, total_count(), summation)
+        if algorithm in _FUZZY_INIT
+        else None
+    )
     entries = []
     notes: list[str] = []
-    for k in ks:
-        init = initial_centers(box, k, rng) if box is not None else None
-        starts = None
-        if box is not None and summation is not None and algorithm in _CENTERS_BASED:
-            starts = np.stack([initial_centers(box, k, rng) for _ in range(_EXTRA_STARTS)])
+    for k, stream in zip(ks, root.spawn(len(ks)), strict=True):
+        init_stream, algorithm_stream = (np.random.default_rng(s) for s in stream.spawn(2))
+        init = initial_centers(box, k, init_stream) if box is not None else None
         on_round = None
         if on_progress is not None:
             on_progress("clustering", k, None)
             on_round = functools.partial(on_progress, "clustering", k)
         result = run_algorithm(
-            algorithm, participants, k, seed=int(rng.integers(2**31 - 1)), m=m, eps=eps,
+            algorithm, participants, k, seed=algorithm_stream, m=m, eps=eps,
             max_rounds=max_rounds, gamma=gamma, init=init, on_round=on_round,
-            summation=summation, first_starts=starts,
+            summation=summation,
         )
+        if result.centers.shape[0] < 2:
+            raise ValueError(
+                f"K={k}: the participants' local centers fill fewer than two clusters; there "
+                "is no clustering to score."
+            )
         if on_progress is not None:
             on_progress("validating", k, None)
         score = fed_fuzzy_db(
@@ -223,8 +233,9 @@ def run_sweep(
         )
         entries.append(SweepEntry(k=k, fed_fuzzy_db=score, result=result))
         notes.extend(f"K={k}: {note}" for note in result.notes)
-    k_list = [e.k for e in entries]
-    scores = [e.fed_fuzzy_db for e in entries]
+    complete = [e for e in entries if e.empty_clusters == 0] or entries
+    k_list = [e.k for e in complete]
+    scores = [e.fed_fuzzy_db for e in complete]
     k_elbow = choose_k.select_elbow(k_list, scores) if len(k_list) >= 3 else None
     return SweepResult(
         algorithm=algorithm,

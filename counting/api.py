@@ -14,7 +14,10 @@
 Release rule: the total of a job is released only once every participant on its roster has
 reported, and a roster must hold at least ``min_participants`` participants. Releasing a
 partial total would let the coordinator read a participant's N_l off the difference of two
-totals; a roster may not change once counts exist for the same reason.
+totals; a roster may not change once counts exist for the same reason. Across jobs, a total
+is refused for good when, with the totals released before, it would make a nonzero
+combination of the counts of fewer than ``min_participants`` participants derivable (e.g.
+two rosters differing by one participant): see :mod:`counting.release_guard`.
 
 Every route takes its caller from an ``Annotated`` dependency (:data:`Coordinator`,
 :data:`Participant`), so no handler can forget authentication: 401 without a known bearer
@@ -34,7 +37,9 @@ from pydantic import BaseModel
 from counting.db import (
     AlreadyReportedError,
     CountingStore,
+    IncompleteJobError,
     NotOnRosterError,
+    ReleaseRefusedError,
     RosterConflictError,
     UnknownJobError,
 )
@@ -281,32 +286,32 @@ def report_count(
     responses={
         **_AUTH_ERRORS,
         404: {"model": ErrorDetail, "description": "no roster for this job"},
-        409: {"model": ErrorDetail, "description": "not every participant has reported yet"},
+        409: {
+            "model": ErrorDetail,
+            "description": "not every participant has reported yet, or, with the totals "
+            "released before, this total would make a count of fewer than min_participants "
+            "participants derivable (refused for good)",
+        },
     },
 )
 def get_total(job_id: JobId, _: Coordinator, settings: Settings, store: Store) -> CountTotal:
     """ΣN_l of a job, once every participant on its roster (at least the minimum) reported.
 
-    404 when the job has no roster; 409, saying how many have reported, until then.
+    404 when the job has no roster; 409, saying how many have reported, until then. 409 for
+    good when this total, with the totals released before, would make a nonzero combination
+    of the counts of fewer than ``min_participants`` participants derivable; the detail
+    names those participants (the rosters are the coordinator's own), never a count.
     """
     try:
-        tally = store.tally(job_id)
+        tally = store.release(job_id, min_participants=settings.min_participants)
     except UnknownJobError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from None
-    minimum = settings.min_participants
-    if tally.reporters < minimum:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            detail=f"only {tally.reporters} of min {minimum} participants have reported; "
-            "ΣN_l is not released yet",
-        )
-    if tally.reporters < tally.roster_size:
-        raise HTTPException(
-            status.HTTP_409_CONFLICT,
-            detail=f"only {tally.reporters} of the roster's {tally.roster_size} participants "
-            "have reported; ΣN_l is released once all have (a partial total would reveal a "
-            "count by difference)",
-        )
+    except IncompleteJobError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+    except ReleaseRefusedError as exc:
+        log.info("job %s: total refused (it would expose %d participants' counts)", job_id,
+                 len(exc.participants))
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
     log.info("job %s: total released (%d reporters)", job_id, tally.reporters)
     return CountTotal(job_id=job_id, total=tally.total, reporters=tally.reporters)
 

@@ -1,9 +1,12 @@
-"""Storage of the counting service: each job's roster and the counts reported for it.
+"""Storage of the counting service: each job's roster, the counts reported for it, releases.
 
-SQLAlchemy 2 over any URL (SQLite file by default). Two tables:
+SQLAlchemy 2 over any URL (SQLite file by default). Three tables:
 
 - ``roster_entries(job_id, participant_id)``: who takes part in a job (set by the coordinator);
-- ``counts(job_id, participant_id, count, reported_at)``: one N_l per participant and job.
+- ``counts(job_id, participant_id, count, reported_at)``: one N_l per participant and job;
+- ``released_rosters(seq, job_id, released_at)``: the jobs whose ΣN_l was released, numbered
+  in release order (the guard of :mod:`counting.release_guard` checks every new release
+  against the rosters of these jobs).
 
 and three for the Paillier key holder (:mod:`counting.keyholder`):
 
@@ -12,8 +15,9 @@ and three for the Paillier key holder (:mod:`counting.keyholder`):
 - ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each).
 
 :class:`CountingStore` serialises its operations with a lock and keeps sessions short: the API
-calls it from uvicorn's thread pool. Release rules live in :meth:`CountingStore.tally`'s caller
-(:mod:`counting.api`); the store only records and sums.
+calls it from uvicorn's thread pool. The release rules live in :meth:`CountingStore.release`,
+in the same transaction as the record of a release, so concurrent requests cannot both pass
+the differencing guard with rosters that are only unsafe together.
 """
 
 from __future__ import annotations
@@ -46,11 +50,14 @@ from counting.keyholder import (
     closed_message,
     mismatch_message,
 )
+from counting.release_guard import release_would_expose
 
 __all__ = [
     "AlreadyReportedError",
     "CountingStore",
+    "IncompleteJobError",
     "NotOnRosterError",
+    "ReleaseRefusedError",
     "RosterConflictError",
     "StoreError",
     "Tally",
@@ -78,6 +85,23 @@ class RosterConflictError(StoreError):
     """A different roster was put for a job that already has counts."""
 
 
+class IncompleteJobError(StoreError):
+    """The total is asked for before every participant on the roster (or the minimum) reported."""
+
+
+class ReleaseRefusedError(StoreError):
+    """With the totals released before, this job's total would expose a small cohort's count.
+
+    ``participants``: a smallest set of participants with a derivable nonzero combination of
+    their counts. The refusal depends on rosters only, and the released rosters only grow
+    (a roster is fixed once counts exist), so it is final.
+    """
+
+    def __init__(self, message: str, participants: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.participants = participants
+
+
 class _Base(DeclarativeBase):
     pass
 
@@ -103,6 +127,15 @@ class CountRow(_Base):
             ["roster_entries.job_id", "roster_entries.participant_id"],
         ),
     )
+
+
+class ReleasedRoster(_Base):
+    __tablename__ = "released_rosters"
+
+    # Release order; two processes recording a release after the same one collide on it.
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    job_id: Mapped[str] = mapped_column(String(64), unique=True)
+    released_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class PaillierKeyRow(_Base):
@@ -231,24 +264,63 @@ class CountingStore:
                 raise AlreadyReportedError(_already(job_id, participant_id)) from None
 
     def tally(self, job_id: str) -> Tally:
-        """Roster size, number of reporters and ΣN_l of a job (for the API's release rule).
+        """Roster size, number of reporters and ΣN_l of a job; this releases nothing.
 
         Raises:
             UnknownJobError: the job has no roster.
         """
         with self._lock, Session(self._engine) as session:
-            roster_size = session.scalar(
-                select(func.count()).select_from(RosterEntry).where(RosterEntry.job_id == job_id)
-            )
-            if not roster_size:
-                raise UnknownJobError(f"the counting service has no roster for job {job_id!r}.")
-            reporters, total = session.execute(
-                select(func.count(), func.coalesce(func.sum(CountRow.count), 0)).where(
-                    CountRow.job_id == job_id
-                )
-            ).one()
-            return Tally(roster_size=int(roster_size), reporters=int(reporters), total=int(total))
+            return _tally(session, job_id, len(_roster(session, job_id)))
 
+    def release(self, job_id: str, *, min_participants: int) -> Tally:
+        """The job's tally for release to the coordinator, recorded as released.
+
+        Released once the whole roster, and at least ``min_participants``, reported, and only
+        if the totals released before together with this one determine no nonzero combination
+        of the counts of fewer than ``min_participants`` participants
+        (:func:`counting.release_guard.release_would_expose`). A job released before is
+        released again without a new check: its total reveals nothing new.
+
+        Raises:
+            UnknownJobError: the job has no roster.
+            IncompleteJobError: not everyone has reported yet (the message says how many did).
+            ReleaseRefusedError: the release would expose a count of a smaller cohort.
+        """
+        with self._lock:
+            while True:  # each conflict means another process recorded a release: check again
+                try:
+                    return self._release_once(job_id, min_participants)
+                except IntegrityError:
+                    continue
+
+    def _release_once(self, job_id: str, min_participants: int) -> Tally:
+        """One attempt of :meth:`release`, in one transaction."""
+        with Session(self._engine) as session, session.begin():
+            roster = _roster(session, job_id)
+            tally = _tally(session, job_id, len(roster))
+            _check_complete(tally, min_participants)
+            done = select(ReleasedRoster.seq).where(ReleasedRoster.job_id == job_id)
+            if session.scalar(done) is not None:
+                return tally
+            # Read the last sequence number before the rosters: a release committed in between
+            # is then either among the rosters read or makes the insert below collide.
+            last = session.execute(
+                select(func.coalesce(func.max(ReleasedRoster.seq), 0))
+            ).scalar_one()
+            released: dict[str, set[str]] = {}
+            for released_job, participant in session.execute(
+                select(RosterEntry.job_id, RosterEntry.participant_id).join(
+                    ReleasedRoster, ReleasedRoster.job_id == RosterEntry.job_id
+                )
+            ):
+                released.setdefault(released_job, set()).add(participant)
+            exposed = release_would_expose(released.values(), roster, min_participants)
+            if exposed is not None:
+                raise ReleaseRefusedError(_refused(job_id, exposed, min_participants), exposed)
+            session.add(
+                ReleasedRoster(seq=int(last) + 1, job_id=job_id, released_at=datetime.now(UTC))
+            )
+            return tally
 
     # -- the Paillier key holder's store (counting.keyholder.PaillierStore) -------------------
     def roster(self, job_id: str) -> frozenset[str]:
@@ -332,6 +404,55 @@ class CountingStore:
                     )
             except IntegrityError:  # another process closed it first
                 raise RoundClosedError(closed_message(job_id, round_no)) from None
+
+
+def _roster(session: Session, job_id: str) -> frozenset[str]:
+    """The job's roster; raises :class:`UnknownJobError` when it has none."""
+    roster = frozenset(
+        session.scalars(select(RosterEntry.participant_id).where(RosterEntry.job_id == job_id))
+    )
+    if not roster:
+        raise UnknownJobError(f"the counting service has no roster for job {job_id!r}.")
+    return roster
+
+
+def _tally(session: Session, job_id: str, roster_size: int) -> Tally:
+    reporters, total = session.execute(
+        select(func.count(), func.coalesce(func.sum(CountRow.count), 0)).where(
+            CountRow.job_id == job_id
+        )
+    ).one()
+    return Tally(roster_size=roster_size, reporters=int(reporters), total=int(total))
+
+
+def _check_complete(tally: Tally, minimum: int) -> None:
+    """Raise :class:`IncompleteJobError` unless the whole roster, and the minimum, reported."""
+    if tally.reporters < minimum:
+        raise IncompleteJobError(
+            f"only {tally.reporters} of min {minimum} participants have reported; "
+            "ΣN_l is not released yet"
+        )
+    if tally.reporters < tally.roster_size:
+        raise IncompleteJobError(
+            f"only {tally.reporters} of the roster's {tally.roster_size} participants have "
+            "reported; ΣN_l is released once all have (a partial total would reveal a count by "
+            "difference)"
+        )
+
+
+def _refused(job_id: str, exposed: tuple[str, ...], minimum: int) -> str:
+    """Why the total of ``job_id`` is refused; names participants (public), never counts."""
+    names = ", ".join(repr(p) for p in exposed)
+    what = (
+        f"the count of participant {names}"
+        if len(exposed) == 1
+        else f"a combination of the counts of participants {names}"
+    )
+    return (
+        f"ΣN_l of job {job_id!r} is not released, now or later: its roster, combined with the "
+        f"totals released before, would make a count of fewer than {minimum} participants "
+        f"derivable ({what})"
+    )
 
 
 def _primes(text: str) -> tuple[int, int]:

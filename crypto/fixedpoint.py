@@ -9,7 +9,9 @@ Specification (one :class:`Statistic` per summed quantity per job):
 - signed range used: |sum| < 2^62 — :func:`check_aggregate` refuses a round whenever
   n_parties · bound · 2^scale_bits >= 2^62, so the true sum always lies in the band and the
   decode is unambiguous (the band up to 2^63 is left as overflow margin);
-- a value above its bound is a ``ValueError`` naming the statistic — values are never clipped.
+- a value above its bound is a :class:`BoundError` (a ``ValueError``) naming the statistic
+  and its bound, never how many values exceed it nor by how much (its attributes keep both
+  for the encoding party's own log) — values are never clipped.
 
 Error bound (per coordinate). Each party rounds once, by at most 2^-(scale_bits+1), and the
 integer sum is exact, so ``|decode(Σ encode(v_l)) - Σ v_l| <= n_parties · 2^-(scale_bits+1)``,
@@ -30,10 +32,29 @@ from numpy.typing import ArrayLike, NDArray
 from protocol._validation import check_float, check_int
 from protocol.errors import ProtocolError
 
-__all__ = ["Statistic", "add", "check_aggregate", "decode", "encode"]
+__all__ = ["BoundError", "Statistic", "add", "check_aggregate", "decode", "encode"]
 
 SIGNED_LIMIT_BITS = 62
 MAX_SCALE_BITS = 60
+
+
+class BoundError(ValueError):
+    """Values of a statistic exceed its declared bound.
+
+    The message names the statistic and the (public) bound only. ``over`` (how many values
+    exceed it) and ``largest`` (the largest magnitude) describe the data: they are for the
+    encoding party's own log and must never be sent.
+    """
+
+    def __init__(self, statistic: str, bound: float, *, over: int, largest: float) -> None:
+        super().__init__(
+            f"a value of statistic {statistic!r} would exceed its declared bound {bound!r}; "
+            "values are never clipped (declare a larger bound)."
+        )
+        self.statistic = statistic
+        self.bound = bound
+        self.over = over
+        self.largest = largest
 
 
 @dataclass(frozen=True)
@@ -70,8 +91,9 @@ def to_fixed(
 ) -> NDArray[np.int64]:
     """round(v · 2^scale_bits) as int64, for finite values with |v| <= bound (any shape).
 
-    Shared by every protection scheme's encoding. A value over its bound is an error naming
-    the statistic ``name`` (never clipped); the values themselves are never echoed.
+    Shared by every protection scheme's encoding. A value over its bound is a
+    :class:`BoundError` naming the statistic ``name`` (never clipped); neither the values
+    nor their number appear in its message.
     """
     try:
         arr = np.asarray(values, dtype=np.float64)
@@ -81,12 +103,10 @@ def to_fixed(
         ) from exc
     if not np.isfinite(arr).all():
         raise ValueError(f"Values of statistic {name!r} contain NaN or infinity.")
-    over = int(np.count_nonzero(np.abs(arr) > bound))
+    magnitudes = np.abs(arr)
+    over = int(np.count_nonzero(magnitudes > bound))
     if over:
-        raise ValueError(
-            f"{over} value(s) of statistic {name!r} exceed its declared bound {bound!r}; "
-            "values are never clipped (declare a larger bound)."
-        )
+        raise BoundError(name, bound, over=over, largest=float(magnitudes.max()))
     return np.rint(arr * 2.0**scale_bits).astype(np.int64)
 
 

@@ -21,15 +21,16 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import httpx
 import numpy as np
+from pydantic import ValidationError
 
-from coordinator.sweep import ALGORITHMS
+from coordinator.sweep import ALGORITHMS, PLAIN_ONLY
 from fedclust.client import (
     AnalystClient,
     AnalystConfig,
@@ -146,6 +147,8 @@ def _parser() -> argparse.ArgumentParser:
         "--min-cohort", type=int, default=3,
         help="participants the counting service needs before releasing the total (default 3)",
     )
+    _add_bound_arguments(sim)
+    _add_release_argument(sim)
     sim.add_argument(
         "--transport", choices=("direct", "asgi"), default="direct",
         help="direct: call the participants' functions in process (default); asgi: run the "
@@ -160,6 +163,29 @@ def _parser() -> argparse.ArgumentParser:
     _add_demo_parser(sub)
     _add_audit_parser(sub)
     return parser
+
+
+def _add_bound_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-rows`` and ``--value-bound``: optional overrides of the declared bounds."""
+    parser.add_argument(
+        "--max-rows", type=int, metavar="N",
+        help="bound on any participant's row count for the fixed-point encoding of protected "
+        "sums (default: the largest row_bound the participants declare; a smaller value fails)",
+    )
+    parser.add_argument(
+        "--value-bound", type=float, metavar="B",
+        help="bound on |x| of every value the algorithms see, after standardisation if asked "
+        "(default: derived from the participants' declared value bounds; a smaller value fails)",
+    )
+
+
+def _add_release_argument(parser: argparse.ArgumentParser) -> None:
+    """``--min-center-contributors``: the job's release rule for centers."""
+    parser.add_argument(
+        "--min-center-contributors", type=int, default=1, metavar="N",
+        help="withhold a center that fewer than N participants stand behind (default 1: "
+        "release every center, as the papers do); ffcm, fedfcm and fkm",
+    )
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -236,7 +262,7 @@ _SWEEP_ONLY = {
     "beta": "--beta", "k": "--k", "k_range": "--k-range", "standardise": "--standardise",
     "local": "--local", "local_range": "--local-range", "m": "--m", "eps": "--eps",
     "max_rounds": "--max-rounds", "gamma": "--gamma", "min_cohort": "--min-cohort",
-    "transport": "--transport",
+    "transport": "--transport", "max_rows": "--max-rows", "value_bound": "--value-bound",
 }
 
 
@@ -436,15 +462,8 @@ def _add_job_parsers(sub: Any) -> None:
         "--protection", choices=PROTECTION_CHOICES, default="masking",
         help=PROTECTION_HELP,
     )
-    submit.add_argument(
-        "--value-bound", type=float, default=1000.0,
-        help="declared bound on |x| of every value the algorithms see (default 1000; sets the "
-        "fixed-point encoding of protected sums)",
-    )
-    submit.add_argument(
-        "--max-rows", type=int, default=1_000_000,
-        help="declared bound on any participant's row count (default 1e6)",
-    )
+    _add_bound_arguments(submit)
+    _add_release_argument(submit)
     submit.add_argument(
         "--follow", action="store_true",
         help="show live progress until the job ends, then print its result",
@@ -584,17 +603,20 @@ def _simulate(args: argparse.Namespace) -> int:
         label_column=args.label_column, participants=args.participants, split=args.split,
         alpha=0.5 if args.alpha is None else args.alpha, beta=args.beta, seed=args.seed,
     )
+    _check_protection(args)
     ks = [args.k] if args.k is not None else args.k_range
     local_ks = (args.local_range or ks) if args.local else None
     params: dict[str, Any] = {
         "algorithm": args.algorithm, "ks": ks, "seed": args.seed,
         "standardise": args.standardise, "local_ks": local_ks, "m": args.m, "eps": args.eps,
         "max_rounds": args.max_rounds, "gamma": args.gamma, "protection": args.protection,
+        "max_rows": args.max_rows, "value_bound": args.value_bound,
+        "min_center_contributors": args.min_center_contributors,
     }
+    spec = _valid_job(lambda: job_spec(federation, **params))
     if args.transport == "asgi":
         from fedclust.inprocess import run_in_process
 
-        spec = job_spec(federation, **params)
         doc = run_in_process(federation, spec, min_cohort=args.min_cohort)
     else:
         doc = simulate(federation, min_cohort=args.min_cohort, **params).to_document()
@@ -690,11 +712,36 @@ def _participant(args: argparse.Namespace) -> int:
 
 
 # -- analyst ---------------------------------------------------------------------------------------
+def _check_protection(args: argparse.Namespace) -> None:
+    """Refuse, in one line naming the flag, an algorithm that cannot run protected."""
+    if args.algorithm in PLAIN_ONLY and args.protection != "none":
+        raise ValueError(
+            f"--algorithm {args.algorithm} sends each participant's local centers by design "
+            f"and runs only with --protection none, not {args.protection} (the default is "
+            "masking)."
+        )
+
+
+def _valid_job(build: Callable[[], JobCreate]) -> JobCreate:
+    """``build()``, its validation errors stated in one line without the input values."""
+    try:
+        return build()
+    except ValidationError as exc:
+        detail = "; ".join(
+            (".".join(str(p) for p in e["loc"]) + ": " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
+        raise ValueError(f"invalid job: {detail}") from None
+
+
 def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> JobCreate:
     """The :class:`JobCreate` of the job flags (shared by ``job submit`` and ``demo``)."""
     k_range = None if args.k_range is None else (args.k_range[0], args.k_range[-1])
     local = None if args.local_range is None else (args.local_range[0], args.local_range[-1])
-    try:
+    _check_protection(args)
+
+    def build() -> JobCreate:
         distill = _distill_from_flags(args) if args.algorithm == "fed-distill" else None
         fedcref = _fedcref_from_flags(args) if args.algorithm == "fedcref" else None
         return JobCreate(
@@ -703,16 +750,10 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
             local_k_range=local, m=args.m, eps=args.eps, max_rounds=args.max_rounds,
             gamma=args.gamma, protection=args.protection, value_bound=args.value_bound,
             max_rows=args.max_rows, distill=distill, fedcref=fedcref,
+            min_center_contributors=getattr(args, "min_center_contributors", 1),
         )
-    except ValueError as exc:  # pydantic's ValidationError; state it without the input values
-        errors = getattr(exc, "errors", None)
-        if errors is None:
-            raise
-        detail = "; ".join(
-            ".".join(str(p) for p in e["loc"]) + ": " + e["msg"] if e["loc"] else e["msg"]
-            for e in errors()
-        )
-        raise ValueError(f"invalid job: {detail}") from None
+
+    return _valid_job(build)
 
 
 def _distill_from_flags(args: argparse.Namespace) -> DistillParams:

@@ -35,8 +35,11 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
         )
     selected = next(e for e in doc.sweep if e.k == doc.k_selected)
     lines.append(f"centers at K = {doc.k_selected}:")
-    for row in selected.centers:
-        lines.append("  [" + ", ".join(f"{v:10.4f}" for v in row) + " ]")
+    for j, row in enumerate(selected.centers):
+        if row is None:
+            lines.append(f"  center {j} withheld (see notes)")
+        else:
+            lines.append("  [" + ", ".join(f"{v:10.4f}" for v in row) + " ]")
     lines.extend(f"note: {note}" for note in doc.notes)
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from coordinator.job import JobOutcome, result_document, run_job
 from coordinator.paillier_sum import JobKeyHolder, PaillierSummation
-from coordinator.secure_sum import MaskedSummation, Summation
+from coordinator.secure_sum import JobSummation, MaskedSummation
 from coordinator.sweep import SweepResult
 from counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
 from crypto.masking import IdentityKey
@@ -39,6 +39,9 @@ class CountingService:
     of the roster has reported, and the roster has at least ``min_participants``: a total
     released at R and again at R + 1 reporters would give away the last one's N_l.
     (Stallmann & Wilbik §2.2.3 recommend a party other than the coordinator for this.)
+    It serves one roster, so the real service's guard against differencing the totals of
+    several rosters (:mod:`counting.release_guard`) has nothing to refuse here: the multiples
+    of one roster's indicator vector give no count of fewer than ``min_participants``.
     """
 
     def __init__(self, roster: Sequence[str], *, min_participants: int = 3) -> None:
@@ -107,8 +110,14 @@ def job_spec(
     max_rounds: int = 100,
     gamma: float = 1.0,
     protection: ProtectionScheme = "masking",
+    max_rows: int | None = None,
+    value_bound: float | None = None,
+    min_center_contributors: int = 1,
 ) -> JobCreate:
     """The job a simulation runs, participants named ``participant-0``, ``participant-1``, ...
+
+    ``max_rows`` and ``value_bound`` override the bounds of the protected sums, which are
+    otherwise derived from the participants' declarations (``coordinator.declarations``).
 
     Raises:
         ValueError: ``ks`` is neither one K nor a contiguous range, or a parameter is invalid.
@@ -125,21 +134,24 @@ def job_spec(
         standardise=standardise,
         local_k_range=None if local_ks is None else (min(local_ks), max(local_ks)),
         m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, protection=protection,
+        max_rows=max_rows, value_bound=value_bound,
+        min_center_contributors=min_center_contributors,
     )
 
 
 def _protected(
     spec: JobCreate, participants: list[LocalParticipant]
-) -> tuple[list[Any], Summation | None]:
+) -> tuple[list[Any], JobSummation | None]:
     """The participants and the summation of ``spec.protection``.
 
     Masking: fresh identity keys per simulation. Paillier: an in-process key holder plays the
     counting service's part (key pair, contribution records, decryption of whole rounds).
+    ``run_job`` sets the summation's bounds from the participants' declarations.
     """
     if spec.protection == "none":
         return list(participants), None
     names = [p.name for p in participants]
-    summation: Summation
+    summation: JobSummation
     if spec.protection == "masking":
         keys = {name: IdentityKey.generate() for name in names}
         stages: dict[str, SecureStages] = {
@@ -154,7 +166,7 @@ def _protected(
         }
         summation = MaskedSummation(
             SIMULATION_JOB_ID, {name: key.public_bytes() for name, key in keys.items()},
-            max_rows=spec.max_rows, value_bound=spec.value_bound, concurrent=False,
+            concurrent=False,
         )
     else:
         holder = PaillierKeyHolder(MemoryPaillierStore.with_rosters({SIMULATION_JOB_ID: names}))
@@ -176,7 +188,7 @@ def _protected(
         summation = PaillierSummation(
             SIMULATION_JOB_ID,
             JobKeyHolder(SIMULATION_JOB_ID, holder.public_key, holder.decrypt),
-            max_rows=spec.max_rows, value_bound=spec.value_bound, concurrent=False,
+            concurrent=False,
         )
     members = [
         SecureMember(p, stages[p.name], algorithm=spec.algorithm, job_id=SIMULATION_JOB_ID)
@@ -199,6 +211,9 @@ def simulate(
     gamma: float = 1.0,
     min_cohort: int = 3,
     protection: ProtectionScheme = "masking",
+    max_rows: int | None = None,
+    value_bound: float | None = None,
+    min_center_contributors: int = 1,
 ) -> SimulationReport:
     """Run a K sweep of ``algorithm`` over the federation, in process.
 
@@ -214,11 +229,16 @@ def simulate(
         min_cohort: the counting service's minimum number of reporting participants.
         protection: how sum-type statistics travel: "masking" (default), "paillier" or
             "none" (every participant's statistics in the clear, as in the papers).
+        max_rows, value_bound: overrides of the protected sums' bounds (default: derived
+            from the participants' declared bounds; an override below a declaration fails).
+        min_center_contributors: withhold (in the result document) a center that fewer
+            participants stand behind.
     """
     spec = job_spec(
         federation, algorithm=algorithm, ks=ks, seed=seed, standardise=standardise,
         local_ks=local_ks, m=m, eps=eps, max_rounds=max_rounds, gamma=gamma,
-        protection=protection,
+        protection=protection, max_rows=max_rows, value_bound=value_bound,
+        min_center_contributors=min_center_contributors,
     )
     names = spec.participants
     counter = CountingService(names, min_participants=min_cohort)

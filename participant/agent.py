@@ -9,6 +9,12 @@
 3. a ``report_count`` task sends N_l to the counting service only (the job's ``count_sink``);
    the coordinator gets an ``ack``.
 
+At start-up the agent checks that its rows satisfy the bounds its policy declares
+(``protocol.declaration``; derived from the rows when not configured) and logs them; every
+job's first task (``declare``) sends them to the coordinator and is where the policy's roster
+rule is evaluated, against the rosters joined before (``state_dir/rosters.json``,
+:mod:`participant.rosters`).
+
 Per job, ``state_dir/jobs/<job_id>.json`` keeps the standardisations applied (task id, mean,
 scale) and the number of algorithm-step tasks answered, so a restarted agent re-applies the
 scaling and keeps counting towards ``policy.max_rounds``; a re-delivered task (same id) is
@@ -16,7 +22,9 @@ answered again without being applied or counted twice. Steps beyond ``max_rounds
 outside the policy and tasks the data cannot answer get a :class:`~protocol.messages.RefusalReply`
 with the reason. Network errors and 5xx answers are retried with exponential backoff; the
 agent stops, between requests, once ``stop`` is set. It logs to ``fedclust.participant``,
-never a token, a count or a data value.
+never a token, a count or a data value — except, for its operator only, how many values
+exceeded a declared bound and by how much (``dispatch.over_bound_refusal``), which the
+coordinator never learns.
 
 Every request body the agent sends (enrolment, contributions including refusals, count
 reports) is serialised once, recorded in the participant's audit log
@@ -51,6 +59,7 @@ from participant.dispatch import SecureStages, execute
 from participant.local import LocalParticipant
 from participant.model_tasks import ModelTasks
 from participant.paillier_input import PaillierSession
+from participant.rosters import RosterBook
 from participant.secure import PeerPins, SecureSession, load_identity
 from protocol import messages as msg
 from protocol._validation import FloatArray
@@ -65,8 +74,8 @@ log = logging.getLogger("fedclust.participant")
 #: FedCRef an iteration's refinement, for fed-distill its distillation).
 STEP_KINDS: Final = frozenset(
     {
-        "fcm_sums", "local_fcm", "kmeans_init", "kmeans_step", "kfed_centers",
-        "hold_local_fcm", "hold_kmeans_step", "fedcref_refine", "distill_step",
+        "fcm_sums", "local_fcm", "kfed_centers", "hold_local_fcm", "hold_kmeans_init",
+        "hold_kmeans_step", "fedcref_refine", "distill_step",
     }
 )
 
@@ -223,8 +232,19 @@ def run_agent(
     y = config.data.load_labels()
     if y is not None and y.shape[0] != X.shape[0]:
         raise ValueError(f"data file {config.data.path}: the label column has the wrong length.")
+    try:
+        declaration = config.policy.declare(X)
+    except ValueError as exc:
+        raise ValueError(f"data file {config.data.path}: {exc}") from None
     log.info(
         "participant %s: %d features from %s", config.id, X.shape[1], config.data.path.name
+    )
+    log.info(
+        "participant %s: declares %s (%s) and value_bound=%r (%s) to every coordinator",
+        config.id, declaration.describe_rows(),
+        "derived from the data" if declaration.row_bound_derived else "configured",
+        declaration.value_bound,
+        "derived from the data" if declaration.value_bound_derived else "configured",
     )
     auth = {"Authorization": f"Bearer {config.token}"}
     timeout = httpx.Timeout(30.0, read=poll_wait + 30.0)
@@ -282,6 +302,7 @@ class _Agent:
         self._retry_max = retry_max
         self._states = StateStore(config.state_dir)
         self._pins = PeerPins(config.state_dir / "peer-identities.json", config.peers)
+        self._rosters = RosterBook(config.state_dir / "rosters.json")
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
 
     # -- loop ------------------------------------------------------------------------------
@@ -368,6 +389,7 @@ class _Agent:
         new_step = step_kind in STEP_KINDS and task.task_id > state.last_step_task
         try:
             self._config.policy.require(task.algorithm)
+            self._require_roster(task)
             if new_step:
                 self._config.policy.require_round(state.steps + 1)
         except RefusedError as exc:
@@ -417,6 +439,17 @@ class _Agent:
                                  f"for this job ({exc.strerror})")
                 )
         return reply
+
+    def _require_roster(self, task: msg.Task) -> None:
+        """The roster rule (``participant.rosters``): evaluated on the job's declare task;
+        a protected sum needs an admitted roster containing its cohort."""
+        spec, policy = task.spec, self._config.policy
+        if isinstance(spec, msg.DeclareTask):
+            self._rosters.admit(task.job_id, spec.roster, policy)
+        elif isinstance(spec, msg.SecureAdvertiseTask):
+            self._rosters.require_admitted(task.job_id, policy, spec.cohort)
+        elif isinstance(spec, msg.PaillierInputTask):
+            self._rosters.require_admitted(task.job_id, policy)
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)

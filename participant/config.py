@@ -25,6 +25,16 @@
     min_cluster_size = 2
     enforce_fcm_rule = true
     max_rounds = 1000
+    row_bound = "auto"                      # or a power of two R: R/2 < rows <= R
+    value_bound = "auto"                    # or B > 0: |x| <= B for every raw value
+    rosters = "min_difference"              # or "any", or "fixed" with accepted_rosters
+    roster_min_difference = 3               # "min_difference": smallest nonzero difference
+    # accepted_rosters = [["hospital-a", "hospital-b", "hospital-c"]]   # "fixed" only
+
+``row_bound`` and ``value_bound`` are declared to every coordinator in the clear
+(``protocol.declaration``); "auto" (the default) derives them from the data when it is
+loaded, which discloses the bucket of the row count and the binary order of magnitude of
+the largest value. The agent checks at start-up that the data satisfy the declaration.
 
 Relative paths resolve against the config file's folder. Every error names the file and
 the key; the token never appears in a message or a repr. Data files: CSV, gzip CSV and ARFF
@@ -35,6 +45,7 @@ Parquet only when ``pyarrow`` is installed.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -46,8 +57,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedclust.config_files import only_keys, read_toml
-from participant.policy import ALGORITHMS, Policy
+from participant.policy import ALGORITHMS, ROSTER_RULES, Policy
 from protocol._validation import FloatArray, check_data
+from protocol.declaration import is_power_of_two
 
 __all__ = ["DataSource", "ParticipantConfig", "load_data"]
 
@@ -185,7 +197,10 @@ def _policy(table: Mapping[str, Any]) -> Policy:
     where = "[policy]"
     only_keys(
         table,
-        {"allowed_algorithms", "min_cluster_size", "enforce_fcm_rule", "max_rounds"},
+        {
+            "allowed_algorithms", "min_cluster_size", "enforce_fcm_rule", "max_rounds",
+            "row_bound", "value_bound", "rosters", "accepted_rosters", "roster_min_difference",
+        },
         where=where,
     )
     default = Policy()
@@ -209,11 +224,71 @@ def _policy(table: Mapping[str, Any]) -> Policy:
     for key, value in (("min_cluster_size", min_cluster_size), ("max_rounds", max_rounds)):
         if value is not None and value < 1:
             raise ValueError(f"{where} {key} must be >= 1; got {value}.")
+    rule = _get(table, "rosters", str, where=where) or default.rosters
+    if rule not in ROSTER_RULES:
+        raise ValueError(f"{where} rosters must be one of {', '.join(ROSTER_RULES)}.")
+    difference = _get(table, "roster_min_difference", int, where=where)
+    if difference is not None and difference < 2:
+        raise ValueError(f"{where} roster_min_difference must be >= 2; got {difference}.")
+    accepted = _rosters(table.get("accepted_rosters"))
+    if (rule == "fixed") != bool(accepted):
+        raise ValueError(
+            f"{where} accepted_rosters (a list of lists of participant ids) is needed with "
+            'rosters = "fixed", and only then.'
+        )
     return Policy(
         allowed_algorithms=allowed,
         min_cluster_size=default.min_cluster_size if min_cluster_size is None else min_cluster_size,
         enforce_fcm_rule=default.enforce_fcm_rule if enforce is None else enforce,
         max_rounds=default.max_rounds if max_rounds is None else max_rounds,
+        row_bound=_row_bound(table.get("row_bound", "auto")),
+        value_bound=_value_bound(table.get("value_bound", "auto")),
+        rosters=rule,
+        accepted_rosters=accepted,
+        roster_min_difference=(
+            default.roster_min_difference if difference is None else difference
+        ),
+    )
+
+
+def _row_bound(value: object) -> int | None:
+    """``[policy] row_bound``: "auto" (None) or a power of two."""
+    if value == "auto":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and is_power_of_two(value):
+        return value
+    raise ValueError(
+        '[policy] row_bound must be "auto" or a power of two R (1, 2, 4, ...) declaring '
+        "R/2 < rows <= R."
+    )
+
+
+def _value_bound(value: object) -> float | None:
+    """``[policy] value_bound``: "auto" (None) or a finite number > 0."""
+    if value == "auto":
+        return None
+    if (
+        isinstance(value, int | float) and not isinstance(value, bool)
+        and math.isfinite(value) and value > 0
+    ):
+        return float(value)
+    raise ValueError(
+        '[policy] value_bound must be "auto" or a number B > 0 declaring |x| <= B for every '
+        "raw value."
+    )
+
+
+def _rosters(value: object) -> frozenset[frozenset[str]]:
+    """``[policy] accepted_rosters``: lists of participant ids (absent: none)."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, list) and all(
+        isinstance(r, list) and r and all(isinstance(p, str) and _IDENTIFIER.match(p) for p in r)
+        for r in value
+    ):
+        return frozenset(frozenset(r) for r in value)
+    raise ValueError(
+        "[policy] accepted_rosters must be a list of non-empty lists of participant ids."
     )
 
 

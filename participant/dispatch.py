@@ -8,14 +8,25 @@ method and wraps the result in its reply model. A refusal (policy, privacy rule)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
+from crypto.fixedpoint import BoundError
 from participant.local import LocalParticipant
 from participant.model_tasks import MODEL_TASKS
 from protocol import messages as msg
 from protocol._validation import FloatArray
 from protocol.errors import RefusedError
+
+log = logging.getLogger("fedclust.participant")
+
+#: The reason of a fatal refusal (:func:`over_bound_refusal`): no number, no field.
+OVER_BOUND_REASON: Final = (
+    "a value this participant computed exceeds the bound the job derived from the declared "
+    "bounds: its declaration ([policy] row_bound, value_bound) does not hold for what it "
+    "computes, and the job cannot go on (details in the participant's log)."
+)
 
 _SECURE_STAGES = (
     msg.SecureAdvertiseTask, msg.SecureShareKeysTask, msg.SecureInputTask, msg.SecureUnmaskTask,
@@ -83,6 +94,21 @@ def encoded_fields(
     return {name: (value, declared[name]) for name, value in fields.items()}
 
 
+def over_bound_refusal(exc: BoundError, *, participant: str, job: str) -> msg.RefusalReply:
+    """The fatal refusal of a protected sum whose value exceeded its declared bound.
+
+    Only this participant's log learns which field, how many values and by how much; the
+    coordinator gets :data:`OVER_BOUND_REASON`, the same text whatever the data, and fails
+    the job (a dropout instead would tell it which participant's data broke the bound).
+    """
+    log.error(
+        "job %s: participant %s: %d value(s) of field %r exceed the declared bound %r "
+        "(largest magnitude %.6g); check its [policy] row_bound and value_bound",
+        job, participant, exc.over, exc.statistic, exc.bound, exc.largest,
+    )
+    return msg.RefusalReply(reason=OVER_BOUND_REASON, fatal=True)
+
+
 def answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
     """The reply of ``local`` to one computation (policy of the job already checked)."""
     try:
@@ -108,6 +134,8 @@ def _answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
         case msg.ReportCountTask():
             local.report_count()
             return msg.AckReply()
+        case msg.DeclareTask(roster=roster):
+            return msg.DeclarationReply.of(local.declare(roster))
         case msg.FcmSumsTask(centers=centers, m=m):
             return msg.FcmSumsReply.of(local.fcm_sums(centers.to_numpy(), m=m))
         case msg.LocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
@@ -118,10 +146,6 @@ def _answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
             return msg.FuzzyDbSumsReply.of(local.fuzzy_db_sums(centers.to_numpy(), m=m, q=q))
         case msg.SilhouetteSumsTask(centers=centers):
             return msg.SilhouetteSumsReply.of(local.silhouette_sums(centers.to_numpy()))
-        case msg.KmeansInitTask(k=k, seed=seed):
-            return msg.ClusterMeansReply.of(local.kmeans_init(k, seed=seed))
-        case msg.KmeansStepTask(centers=centers):
-            return msg.ClusterMeansReply.of(local.kmeans_step(centers.to_numpy()))
         case msg.KfedCentersTask(k_local=k_local, seed=seed):
             return msg.KfedCentersReply(
                 centers=msg.WireArray.of(local.kfed_centers(k_local, seed=seed))
@@ -131,9 +155,14 @@ def _answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
         case msg.HoldLocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
             local.hold_local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
             return msg.AckReply()
+        case msg.HoldKmeansInitTask(k=k, seed=seed):
+            local.hold_kmeans_init(k, seed=seed)
+            return msg.AckReply()
         case msg.HoldKmeansStepTask(centers=centers):
             local.hold_kmeans_step(centers.to_numpy())
             return msg.AckReply()
         case msg.CenterSumsTask(centers=centers):
             return msg.CenterSumsReply.of(local.center_sums(centers.to_numpy()))
+        case msg.CenterScatterTask(centers=centers):
+            return msg.CenterScatterReply.of(local.center_scatter(centers.to_numpy()))
     raise RefusedError(f"this participant does not answer {spec.kind!r} tasks")

@@ -8,7 +8,7 @@ uses it directly; the network agent wraps the same object behind HTTP.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from protocol import (
 )
 from protocol._fuzzy import nearest
 from protocol._validation import FloatArray, check_centers, check_data
+from protocol.declaration import Declaration
 from protocol.errors import RefusedError
 
 
@@ -39,6 +40,10 @@ class LocalParticipant:
         policy: the local rules; the default allows every algorithm with the papers' rules.
         count_sink: how N_l reaches the counting service, ``sink(name, N_l)``; the agent
             posts it over HTTP, the simulator hands it to an in-process service.
+
+    Raises:
+        ValueError: ``X`` does not satisfy a bound the policy configures
+            (:meth:`Policy.declare`).
     """
 
     def __init__(
@@ -52,8 +57,11 @@ class LocalParticipant:
         self._X = check_data(X, name=f"data of participant {name!r}")
         self.name = name
         self.policy = policy if policy is not None else Policy()
+        #: The public bounds of the raw rows (``protocol.declaration``), fixed at load time:
+        #: every size check below is made against them, never against the rows.
+        self.declaration: Declaration = self.policy.declare(self._X)
         self._count_sink = count_sink
-        self._held: tuple[FloatArray, FloatArray, float] | None = None
+        self._held: tuple[center_kmeans.LocalPoints, float] | None = None
         #: The model-based tasks' handler (``participant.model_tasks.ModelTasks``), set by
         #: the agent when the data has labels; ``participant.dispatch`` routes those tasks to it.
         self.model_tasks: Any = None
@@ -65,6 +73,12 @@ class LocalParticipant:
 
     def _centers(self, centers: ArrayLike) -> FloatArray:
         return check_centers(centers, n_features=self.n_features)
+
+    def declare(self, roster: Sequence[str]) -> Declaration:
+        """The declared public bounds, for a job whose participants are ``roster``."""
+        if self.name not in roster:
+            raise RefusedError("this participant is not on the job's roster: refused.")
+        return self.declaration
 
     # -- counting service only ------------------------------------------------------------
     def report_count(self) -> None:
@@ -84,11 +98,21 @@ class LocalParticipant:
 
     # -- Corcuera Bárcena et al.: exact local sums ------------------------------------------------
     def fcm_sums(self, centers: ArrayLike, *, m: float) -> exact_fcm.FCMSums:
-        """U_c = Σμ^m and WS_c = Σμ^m·x per cluster (Alg. 2); refuses when N <= C(F+1)/F."""
+        """U_c = Σμ^m and WS_c = Σμ^m·x per cluster (Alg. 2).
+
+        With ``enforce_fcm_rule`` it refuses when the lower edge of the declared row bucket
+        is <= C(F+1)/F (``exact_fcm.declared_rule_refusal``); N >= that edge, so the paper's
+        rule on N holds whenever this one does, and the refusal depends on public facts only.
+        """
         self.policy.require("ffcm")
-        return exact_fcm.participant_sums(
-            self._X, self._centers(centers), m=m, enforce_rule=self.policy.enforce_fcm_rule
-        )
+        C = self._centers(centers)
+        if self.policy.enforce_fcm_rule:
+            reason = exact_fcm.declared_rule_refusal(
+                self.declaration.row_bound, C.shape[0], self.n_features
+            )
+            if reason is not None:
+                raise RefusedError(reason)
+        return exact_fcm.participant_sums(self._X, C, m=m, enforce_rule=False)
 
     # -- Stallmann & Wilbik: FedFCM ---------------------------------------------------------
     def local_fcm(
@@ -99,30 +123,56 @@ class LocalParticipant:
             self._X, self._centers(centers), m=m, tol=tol, max_iter=max_iter
         )
 
-    # -- the centers-based algorithms, secured: local centers stay here -------------------
+    # -- the centers-based algorithms: local centers stay here ------------------------------
     def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
         """Local FCM as :meth:`local_fcm`, but keep the centers (unit weights) and J_m here."""
+        self.policy.require("fedfcm")
         local = self.local_fcm(centers, m=m, tol=tol, max_iter=max_iter)
         K = local.centers.shape[0]
-        self._held = (local.centers, np.ones(K), local.global_objective)
+        self._hold(local.centers, np.ones(K), local.global_objective)
+
+    def hold_kmeans_init(self, k: int, *, seed: int) -> None:
+        """Garst & Reinders' round 1 (local k-means++ seeding, one Lloyd step); keep the means
+        and counts of the clusters with >= p points here."""
+        self.policy.require("fkm")
+        local = federated_kmeans.participant_init(
+            self._X, k, p=self.policy.min_cluster_size, seed=seed
+        )
+        self._hold(local.means, local.counts.astype(np.float64), 0.0)
 
     def hold_kmeans_step(self, centers: ArrayLike) -> None:
-        """Garst & Reinders' local step as :meth:`kmeans_step`; keep means and counts here."""
-        local = self.kmeans_step(centers)
-        self._held = (local.means, local.counts.astype(np.float64), 0.0)
+        """Garst & Reinders' local step (drop global centers no local row is nearest to, one
+        Lloyd step); keep the means and counts of the clusters with >= p points here."""
+        self.policy.require("fkm")
+        local = federated_kmeans.participant_step(
+            self._X, self._centers(centers), p=self.policy.min_cluster_size
+        )
+        self._hold(local.means, local.counts.astype(np.float64), 0.0)
 
-    def center_sums(self, centers: ArrayLike) -> center_kmeans.CenterSums:
-        """S_k, W_k, inertia of the held local centers for each (S, K, D) start."""
+    def _hold(self, points: FloatArray, weights: FloatArray, objective: float) -> None:
+        self._held = (center_kmeans.LocalPoints(points, weights), objective)
+
+    def _held_points(self) -> tuple[center_kmeans.LocalPoints, float]:
         if self._held is None:
             raise RefusedError(
-                "no local centers are held: a hold_local_fcm or hold_kmeans_step task must "
-                "come first."
+                "no local centers are held: a hold_local_fcm, hold_kmeans_init or "
+                "hold_kmeans_step task must come first."
             )
-        points, weights, objective = self._held
+        return self._held
+
+    def center_sums(self, centers: ArrayLike) -> center_kmeans.CenterSums:
+        """S_k, W_k, inertia and contributor indicators of the held local centers for each
+        (S, K, D) start."""
+        held, objective = self._held_points()
         starts = center_kmeans.check_starts(centers, n_features=self.n_features)
-        return center_kmeans.participant_center_sums(
-            points, weights, starts, objective=objective
-        )
+        return center_kmeans.participant_center_sums(held, starts, objective=objective)
+
+    def center_scatter(self, centers: ArrayLike) -> center_kmeans.CenterScatter:
+        """Packed scatter matrices and removal costs of the held local centers per cluster of
+        each (S, K, D) start."""
+        held, _ = self._held_points()
+        starts = center_kmeans.check_starts(centers, n_features=self.n_features)
+        return center_kmeans.participant_center_scatter(held, starts)
 
     # -- validation -------------------------------------------------------------------------
     def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> validity.FuzzyDBSums:
@@ -138,21 +188,6 @@ class LocalParticipant:
     ) -> int:
         """This participant's own choice of K from a local-only sweep (§2.2.3)."""
         return choose_k.participant_local_k(self._X, k_min, k_max, m=m, seed=seed)
-
-    # -- Garst & Reinders: federated k-means ------------------------------------------------
-    def kmeans_init(self, k: int, *, seed: int | None) -> federated_kmeans.ClusterMeans:
-        """Local k-means++ seeding; means and counts of clusters with >= p points."""
-        self.policy.require("fkm")
-        return federated_kmeans.participant_init(
-            self._X, k, p=self.policy.min_cluster_size, seed=seed
-        )
-
-    def kmeans_step(self, centers: ArrayLike) -> federated_kmeans.ClusterMeans:
-        """Drop global centers no local point is nearest to, one Lloyd step, report (Alg. 1)."""
-        self.policy.require("fkm")
-        return federated_kmeans.participant_step(
-            self._X, self._centers(centers), p=self.policy.min_cluster_size
-        )
 
     # -- Dennis et al.: k-FED ---------------------------------------------------------------
     def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray:

@@ -10,7 +10,8 @@ The coordinator sends a :class:`protocol.messages.PaillierInputTask` per sum;
    a coordinator cannot substitute a key whose private half it holds;
 2. compute the statistic on the local rows (the plain task's computation), check the declared
    encoding names exactly its summed fields and every value lies within its bound (a value
-   over its bound is refused, naming the field);
+   over its bound is a fatal refusal saying nothing of the data,
+   ``dispatch.over_bound_refusal``);
 3. tell the counting service it contributes to the round (``announce``), which decrypts the
    round only if the coordinator names exactly the announced contributors;
 4. encrypt each field packed under the key (fresh randomness per ciphertext) and answer.
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 from phe.paillier import PaillierPublicKey
 
+from crypto.fixedpoint import BoundError
 from crypto.paillier import SlotSpec, encrypt_vector
 from participant import dispatch
 from participant.local import LocalParticipant
@@ -96,6 +98,8 @@ class PaillierSession:
                 return self._input(spec)
             except RefusedError as exc:
                 return msg.RefusalReply(reason=str(exc))
+            except BoundError as exc:
+                return dispatch.over_bound_refusal(exc, participant=self._id, job=self._job)
             except (ProtocolError, ValueError) as exc:
                 return msg.RefusalReply(reason=f"Paillier sum refused: {exc}")
 
@@ -144,7 +148,7 @@ class PaillierSession:
             for name, (_, e) in fields.items()
         }
         for name, (value, _) in fields.items():
-            slots[name].encode(value)  # the bound check, before announcing (raises naming it)
+            slots[name].encode(value)  # the bound check, before announcing (BoundError)
         self._last_round = spec.round
         try:
             self._announce(spec.round)

@@ -1,16 +1,29 @@
 """A participant's local policy: what it will ever compute for a coordinator.
 
 The policy is the organisation's, not the coordinator's: a request outside it is refused
-with :class:`protocol.errors.RefusedError` and a reason the coordinator can show.
+with :class:`protocol.errors.RefusedError` and a reason the coordinator can show. Every such
+reason is a function of the job and of this public policy (with the bounds it declares,
+``protocol.declaration``), never of the rows: a refusal that depended on the rows would
+answer a yes/no question about them.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final, Literal
 
+import numpy as np
+
+from protocol._validation import FloatArray
+from protocol.declaration import Declaration, is_power_of_two, row_bucket, value_bucket
 from protocol.errors import RefusedError
 
 ALGORITHMS = frozenset({"ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"})
+
+RosterRule = Literal["any", "fixed", "min_difference"]
+ROSTER_RULES: Final[tuple[RosterRule, ...]] = ("any", "fixed", "min_difference")
 
 
 @dataclass(frozen=True)
@@ -24,12 +37,106 @@ class Policy:
         enforce_fcm_rule: refuse exact-sum FCM when N <= C(F+1)/F (Corcuera Bárcena et al.
             §4.2: otherwise the coordinator could solve for the points).
         max_rounds: the most rounds of one run this participant answers.
+        row_bound: the declared bucket of the row count, a power of two R with
+            R/2 < N_l <= R; None derives it from the rows (a disclosure).
+        value_bound: the declared bound B on |x| of every raw value; None derives it from
+            the rows (the power of two at or above max|x|, at least 1; a disclosure).
+        rosters: which job rosters this participant joins (:meth:`require_roster`):
+            "any"; "fixed" (only those in ``accepted_rosters``); "min_difference" (the
+            default: none whose symmetric difference with a roster joined before is between
+            1 and ``roster_min_difference`` - 1 participants, since totals over two rosters
+            that differ by fewer than a cohort reveal the differing participants' statistics
+            by difference).
+        accepted_rosters: the rosters of rule "fixed".
+        roster_min_difference: the smallest nonzero difference rule "min_difference"
+            accepts (>= 2; default 3, the minimum cohort of a protected sum).
     """
 
     allowed_algorithms: frozenset[str] = ALGORITHMS
     min_cluster_size: int = 2
     enforce_fcm_rule: bool = True
     max_rounds: int = 1000
+    row_bound: int | None = None
+    value_bound: float | None = None
+    rosters: RosterRule = "min_difference"
+    accepted_rosters: frozenset[frozenset[str]] = frozenset()
+    roster_min_difference: int = 3
+
+    def __post_init__(self) -> None:
+        if self.row_bound is not None and not (
+            isinstance(self.row_bound, int) and is_power_of_two(self.row_bound)
+        ):
+            raise ValueError(
+                f"[policy] row_bound must be a power of two (1, 2, 4, ...); got {self.row_bound!r}."
+            )
+        if self.value_bound is not None and not (
+            math.isfinite(self.value_bound) and self.value_bound > 0
+        ):
+            raise ValueError(
+                f"[policy] value_bound must be a finite number > 0; got {self.value_bound!r}."
+            )
+        if self.rosters not in ROSTER_RULES:
+            raise ValueError(
+                f"[policy] rosters must be one of {', '.join(ROSTER_RULES)}; got {self.rosters!r}."
+            )
+        if self.rosters == "fixed" and not self.accepted_rosters:
+            raise ValueError("[policy] rosters = 'fixed' needs a non-empty accepted_rosters list.")
+        if self.roster_min_difference < 2:
+            raise ValueError(
+                f"[policy] roster_min_difference must be >= 2; got {self.roster_min_difference}."
+            )
+
+    def declare(self, X: FloatArray) -> Declaration:
+        """The declaration of the raw rows ``X`` (configured bounds checked, others derived).
+
+        Raises:
+            ValueError: ``X`` does not satisfy a configured bound — a local configuration
+                error naming the key, never sent to a coordinator.
+        """
+        n_rows = int(X.shape[0])
+        largest = float(np.abs(X).max()) if X.size else 0.0
+        row_bound = row_bucket(n_rows) if self.row_bound is None else self.row_bound
+        if not row_bound // 2 < n_rows <= row_bound:
+            raise ValueError(
+                f"[policy] row_bound = {row_bound} declares {row_bound // 2 + 1} to "
+                f"{row_bound} rows, but the data's row count lies outside that bucket; set "
+                "it to the power of two at or above the row count, or remove it to derive it."
+            )
+        value_bound = value_bucket(largest) if self.value_bound is None else self.value_bound
+        if largest > value_bound:
+            raise ValueError(
+                f"[policy] value_bound = {value_bound!r} is below the magnitude of a value in "
+                "the data; raise it, or remove it to derive it."
+            )
+        return Declaration(
+            row_bound=row_bound, value_bound=value_bound,
+            row_bound_derived=self.row_bound is None,
+            value_bound_derived=self.value_bound is None,
+            enforces_fcm_rule=self.enforce_fcm_rule,
+        )
+
+    def require_roster(self, roster: frozenset[str], joined: Iterable[frozenset[str]]) -> None:
+        """Refuse a job roster the roster rule forbids, given the rosters joined before.
+
+        The reason names rosters and public numbers only.
+        """
+        if self.rosters == "fixed" and roster not in self.accepted_rosters:
+            raise RefusedError(
+                f"the job's roster {roster_text(roster)} is not one of the rosters this "
+                "participant's policy accepts (rosters = 'fixed'): refused."
+            )
+        if self.rosters != "min_difference":
+            return
+        for other in joined:
+            difference = len(roster ^ other)
+            if 0 < difference < self.roster_min_difference:
+                raise RefusedError(
+                    f"the job's roster {roster_text(roster)} differs from the roster "
+                    f"{roster_text(other)} of a job this participant joined by {difference} "
+                    f"participant(s), fewer than its roster_min_difference="
+                    f"{self.roster_min_difference}: totals over the two rosters would reveal "
+                    "the differing participants' statistics by difference; refused."
+                )
 
     def require(self, algorithm: str) -> None:
         """Refuse an algorithm outside the policy."""
@@ -46,3 +153,8 @@ class Policy:
             raise RefusedError(
                 f"round {round_number} exceeds this participant's max_rounds={self.max_rounds}."
             )
+
+
+def roster_text(roster: Iterable[str]) -> str:
+    """A roster as refusal reasons name it: its ids sorted, ``[a, b, c]``."""
+    return "[" + ", ".join(sorted(roster)) + "]"

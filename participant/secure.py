@@ -8,8 +8,9 @@ The coordinator runs each secure sum in four stages, each a task to every cohort
    against the ones pinned earlier (:class:`PeerPins`), then make fresh round keys;
 1. ``secure_share_keys``: verify every peer's signed keys, answer sealed Shamir shares;
 2. ``secure_input``: compute the asked statistic on the local rows (the same computation as
-   the plain task), encode each summed field in Z_2^64 under its declared bound (a value over
-   its bound is refused, naming the field) and answer it masked;
+   the plain task), encode each summed field in Z_2^64 under its declared bound and answer it
+   masked; a value over its bound (this participant's declared bounds are wrong) is a fatal
+   refusal saying nothing of the data (``dispatch.over_bound_refusal``);
 3. ``secure_unmask``: answer the shares the request asks for (``MaskingClient.unmask``
    refuses both kinds for one peer, and any contradiction of an earlier answer).
 
@@ -27,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crypto.fixedpoint import Statistic, encode
+from crypto.fixedpoint import BoundError, Statistic, encode
 from crypto.masking import (
     EncryptedShare,
     IdentityKey,
@@ -157,6 +158,8 @@ class SecureSession:
                 return self._handle(spec)
             except RefusedError as exc:
                 return msg.RefusalReply(reason=str(exc))
+            except BoundError as exc:
+                return dispatch.over_bound_refusal(exc, participant=self._id, job=self._job)
             except IntegrityError:
                 return msg.RefusalReply(
                     reason="a signature, a sealed share or a rebuilt key failed its integrity "
@@ -281,12 +284,15 @@ class SecureMember:
         return getattr(self.local, attribute)
 
     def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The session's answer to one stage; a refusal raises RefusedError."""
+        """The session's answer to one stage; a refusal raises RefusedError, a fatal one
+        ProtocolError (the job cannot go on)."""
         self._tasks += 1
         task = msg.Task(
             job_id=self._job, task_id=self._tasks, algorithm=self._algorithm, spec=spec
         )
         reply = dispatch.execute(self.local, task, self._session)
         if isinstance(reply, msg.RefusalReply):
+            if reply.fatal:
+                raise ProtocolError(f"participant {self.name!r}: {reply.reason}")
             raise RefusedError(reply.reason)
         return reply

@@ -16,7 +16,9 @@ authors' code.
 
 Privacy rule (§4): a participant sends K(F+1) numbers per round about its N·F unknown
 coordinates; when N <= K(F+1)/F the server could solve for the points, so the participant
-refuses (``enforce_rule``).
+refuses (``enforce_rule``). A participant answering a coordinator evaluates the rule on the
+lower edge of its declared row bucket (:func:`declared_rule_refusal`,
+``protocol.declaration``), never on N itself: its refusal then depends on public facts only.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ from numpy.typing import ArrayLike
 
 from ._fuzzy import weighted_sums
 from ._validation import FloatArray, check_centers, check_data, check_fuzzifier
+from .declaration import min_rows
 from .errors import ProtocolError, RefusedError
 from .fcm import _centers_from_sums
 
-__all__ = ["FCMSums", "combine_sums", "participant_sums"]
+__all__ = [
+    "FCMSums", "combine_sums", "declared_rule_refusal", "largest_allowed_k", "participant_sums",
+    "rule_allows",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,35 @@ class FCMSums:
 
     u_sum: FloatArray
     weighted_sum: FloatArray
+
+
+def rule_allows(n_rows: int, k: int, n_features: int) -> bool:
+    """The size rule of §4: N·F > K(F+1), more unknown coordinates than numbers sent."""
+    return n_rows * n_features > k * (n_features + 1)
+
+
+def largest_allowed_k(n_rows: int, n_features: int) -> int:
+    """The largest K the size rule allows for N rows of F features (0 when none)."""
+    return (n_rows * n_features - 1) // (n_features + 1)
+
+
+def declared_rule_refusal(row_bound: int, k: int, n_features: int) -> str | None:
+    """Why a participant declaring ``row_bound`` refuses exact FCM with K = ``k``, or None.
+
+    The rule is evaluated on the lower edge of the declared bucket (R/2, R], so the answer
+    is a function of the job's K, the schema's F and the declaration: the same for every N
+    in the bucket. The reason states public numbers only.
+    """
+    low = min_rows(row_bound)
+    if rule_allows(low, k, n_features):
+        return None
+    return (
+        "refusing exact federated FCM sums: the privacy rule of Corcuera Bárcena et al. "
+        f"(2021, §4) requires more than C(F+1)/F={k * (n_features + 1) / n_features:.4g} "
+        f"rows for C={k} clusters of F={n_features} features, and this participant's "
+        f"declared row_bound={row_bound} guarantees only {low}; with so few rows the "
+        "coordinator could solve for the data points."
+    )
 
 
 def participant_sums(
@@ -62,7 +97,7 @@ def participant_sums(
     m = check_fuzzifier(m, owner="participant_sums")
     n, f = Xa.shape
     k = C.shape[0]
-    if enforce_rule and n * f <= k * (f + 1):
+    if enforce_rule and not rule_allows(n, k, f):
         # The reason travels to the coordinator: it states the bound, never N itself.
         raise RefusedError(
             "refusing exact federated FCM sums: the privacy rule of Corcuera Bárcena et al. "

@@ -8,21 +8,21 @@ local means with k-means weighted by the sizes, i.e. it minimises the paper's ob
     F_km = Σ_j min_{c_i ∈ C_g} S_j ||m_j - c_i||²,
 
 which is the pooled k-means objective up to the within-cluster scatter the participants keep.
+The server step is :func:`protocol.center_kmeans.center_kmeans` over the participants' held
+means (weights = sizes): it needs only their per-cluster sums.
 
 Round 1 (``participant_init``): local k-means++ seeding with k' = min(k, N_l) seeds, then one
 Lloyd step from the seeds (the authors' later code), then report. Round t > 1
 (``participant_step``): assign the local rows to the nearest global center, drop the global
 centers no local row is nearest to (so a participant need not hold every cluster — the paper's
 point about differing numbers of clusters per site), take ONE Lloyd step from the remaining
-centers, and report again. ``combine_weighted_kmeans`` is the server step of Alg. 1;
-``match_centers`` aligns two center sets so that round-to-round shifts are meaningful when the
-server restarts from k-means++ (which returns the centers in arbitrary order).
+centers, and report again. ``match_centers`` aligns two center sets so that round-to-round
+shifts measure movement, not a change of order.
 
-Choices beside the paper (see /work/shared/notes/papers-in-practice.md):
-- the server restarts weighted k-means from k-means++ every round, as the authors' code does
-  (``n_init`` restarts, default 10 = scikit-learn's default at the time); ``init`` gives a
-  warm start from the previous global centers instead;
-- the authors send clusters with MORE than one point, i.e. p = 2 with our ">= p" rule.
+Choices beside the paper (see /work/shared/notes/papers-in-practice.md): the authors' server
+restarts weighted k-means from k-means++ every round (``coordinator.federated_kmeans`` says
+why ours does not); the authors send clusters with MORE than one point, i.e. p = 2 with our
+">= p" rule.
 
 Memory: assignments use the chunked ``nearest`` kernel; per-cluster sums use ``np.bincount``,
 so the extra memory is O(chunk·K + K·D).
@@ -30,29 +30,26 @@ so the extra memory is O(chunk·K + K·D).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import linear_sum_assignment
-from sklearn.cluster import KMeans, kmeans_plusplus
+from sklearn.cluster import kmeans_plusplus
 
 from ._fuzzy import nearest, squared_distances
 from ._validation import FloatArray, check_centers, check_data, check_int, rng_from
-from .errors import ProtocolError
 
 __all__ = [
     "ClusterMeans",
-    "combine_weighted_kmeans",
     "match_centers",
+    "match_order",
     "participant_init",
     "participant_step",
 ]
 
 _OWNER_INIT = "participant_init"
 _OWNER_STEP = "participant_step"
-_OWNER_COMBINE = "combine_weighted_kmeans"
 _SEED_BOUND = 2**31 - 1
 
 
@@ -126,91 +123,14 @@ def participant_step(X: ArrayLike, centers: ArrayLike, *, p: int = 2) -> Cluster
     return _report(X, nearest(X, C), C.shape[0], p)
 
 
-def _check_contributions(
-    contributions: Sequence[ClusterMeans],
-) -> tuple[FloatArray, NDArray[np.float64]]:
-    """Stack the contributions' means and counts; raise ProtocolError if inconsistent."""
-    if len(contributions) == 0:
-        raise ProtocolError("combine_weighted_kmeans needs at least one contribution; got none.")
-    n_features: int | None = None
-    means: list[FloatArray] = []
-    counts: list[NDArray[np.float64]] = []
-    for i, c in enumerate(contributions):
-        if not isinstance(c, ClusterMeans):
-            raise ProtocolError(
-                f"contribution {i} must be a ClusterMeans; got {type(c).__name__}."
-            )
-        m = np.asarray(c.means, dtype=np.float64)
-        s = np.asarray(c.counts)
-        if m.ndim != 2 or s.ndim != 1 or m.shape[0] != s.shape[0]:
-            raise ProtocolError(
-                f"contribution {i} must have means of shape (K', n_features) and counts of "
-                f"shape (K',); got {m.shape} and {s.shape}."
-            )
-        if n_features is None:
-            n_features = m.shape[1]
-        elif m.shape[1] != n_features:
-            raise ProtocolError(
-                f"contribution {i} has n_features={m.shape[1]}; earlier contributions have "
-                f"{n_features}."
-            )
-        if not np.isfinite(m).all():
-            raise ProtocolError(f"contribution {i} has non-finite means.")
-        if s.size and (not np.issubdtype(s.dtype, np.integer) or s.min() < 1):
-            raise ProtocolError(f"contribution {i} must have positive integer counts.")
-        means.append(m)
-        counts.append(s.astype(np.float64))
-    return np.concatenate(means, axis=0), np.concatenate(counts)
-
-
-def combine_weighted_kmeans(
-    contributions: Sequence[ClusterMeans],
-    k: int,
-    *,
-    seed: int | np.random.Generator | None = None,
-    init: ArrayLike | None = None,
-    n_init: int = 10,
-) -> FloatArray:
-    """Server step of Alg. 1: k-means of all local means, weighted by the cluster sizes.
-
-    Args:
-        contributions: one ClusterMeans per responding participant.
-        k: the number of global clusters.
-        seed: algorithmic randomness of the k-means++ restarts.
-        init: optional warm start, shape (k, n_features); then one Lloyd run from it.
-        n_init: k-means++ restarts when ``init`` is None (the best objective is kept).
-
-    Returns:
-        The global centers, shape (k, n_features).
-
-    Raises:
-        ProtocolError: inconsistent contributions, or fewer than k distinct local means.
-    """
-    k = check_int(k, name="k", owner=_OWNER_COMBINE, low=1)
-    n_init = check_int(n_init, name="n_init", owner=_OWNER_COMBINE, low=1)
-    M, w = _check_contributions(contributions)
-    n_distinct = np.unique(M, axis=0).shape[0] if M.shape[0] else 0
-    if n_distinct < k:
-        raise ProtocolError(
-            f"the participants reported {n_distinct} distinct cluster means, fewer than "
-            f"k={k}; lower k, or add participants (each reports only clusters of >= p points)."
-        )
-    random_state = int(rng_from(seed).integers(_SEED_BOUND))
-    if init is None:
-        km = KMeans(n_clusters=k, init="k-means++", n_init=n_init, random_state=random_state)
-    else:
-        C0 = check_centers(init, n_features=M.shape[1], name="init")
-        if C0.shape[0] != k:
-            raise ValueError(
-                f"init must have k={k} rows; got an array of shape {C0.shape}."
-            )
-        km = KMeans(n_clusters=k, init=C0, n_init=1, random_state=random_state)
-    km.fit(M, sample_weight=w)
-    return np.ascontiguousarray(km.cluster_centers_, dtype=np.float64)
-
-
 def match_centers(new: ArrayLike, reference: ArrayLike) -> FloatArray:
-    """Reorder ``new`` so that row i is the center matched to ``reference`` row i.
+    """Reorder ``new`` so that row i is the center matched to ``reference`` row i
+    (``new[match_order(new, reference)]``)."""
+    return np.ascontiguousarray(np.asarray(new, dtype=np.float64)[match_order(new, reference)])
+
+
+def match_order(new: ArrayLike, reference: ArrayLike) -> NDArray[np.intp]:
+    """The order of ``new``'s rows that matches them to ``reference`` row by row.
 
     The matching minimises Σ_i ||new_π(i) - reference_i||² (Hungarian algorithm), so the
     Frobenius shift ||new_aligned - reference||_F does not depend on the order in which a
@@ -225,4 +145,4 @@ def match_centers(new: ArrayLike, reference: ArrayLike) -> FloatArray:
     rows, cols = linear_sum_assignment(squared_distances(B, A))
     order = np.empty(A.shape[0], dtype=np.intp)
     order[rows] = cols
-    return np.ascontiguousarray(A[order])
+    return order

@@ -9,6 +9,8 @@ authors' code). The server then combines the L·K local centers in one of two wa
 
 * k-means averaging (the paper's proposal): k-means with K clusters on the stacked L·K local
   centers, unweighted; the new global center k is the mean of the local centers in group k.
+  The local centers stay at the participants and the k-means asks only for sums over them
+  (``protocol.center_kmeans``).
 * federated averaging (the paper's baseline, after McMahan et al.): per cluster index k,
   c_k = Σ_l w^l_k c^l_k / Σ_l w^l_k, the support-weighted mean of the local centers with the
   same index. This assumes index k means the same cluster at every participant, which fails
@@ -27,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.cluster import KMeans
 
 from ._fuzzy import memberships, objective
 from ._validation import (
@@ -37,7 +38,6 @@ from ._validation import (
     check_float,
     check_fuzzifier,
     check_int,
-    rng_from,
 )
 from .errors import ProtocolError
 from .fcm import fcm
@@ -45,7 +45,6 @@ from .fcm import fcm
 __all__ = [
     "LocalCenters",
     "combine_federated_average",
-    "combine_kmeans_average",
     "participant_local_fcm",
 ]
 
@@ -115,37 +114,6 @@ def _stack(local: Sequence[LocalCenters]) -> tuple[FloatArray, FloatArray]:
     centers = np.stack([np.asarray(a.centers, dtype=np.float64) for a in local])
     weights = np.stack([np.asarray(a.weights, dtype=np.float64) for a in local])
     return centers, weights
-
-
-def combine_kmeans_average(
-    local: Sequence[LocalCenters],
-    previous_centers: ArrayLike | None,
-    *,
-    seed: int | np.random.Generator | None = None,
-) -> FloatArray:
-    """k-means averaging (§2.2.1): K-means with K groups on the stacked L·K local centers.
-
-    Unweighted, as in the authors' code. Seeding is the caller's choice: with
-    ``previous_centers`` the k-means starts from them (one run), which keeps cluster k's
-    identity across rounds and lets the rounds settle; with ``None`` it uses k-means++ seeding
-    from ``seed`` (the authors' first round).
-
-    Returns:
-        (K, D) new global centers.
-    """
-    stacked_3d, _ = _stack(local)
-    L, K, D = stacked_3d.shape
-    stacked = stacked_3d.reshape(L * K, D)
-    state = int(rng_from(seed).integers(np.iinfo(np.int32).max))
-    if previous_centers is None:
-        model = KMeans(n_clusters=K, init="k-means++", n_init=1, random_state=state)
-    else:
-        start = check_centers(previous_centers, n_features=D, name="previous_centers")
-        if start.shape[0] != K:
-            raise ValueError(f"previous_centers must have K={K} rows; got shape {start.shape}.")
-        model = KMeans(n_clusters=K, init=start, n_init=1, random_state=state)
-    model.fit(stacked)
-    return np.ascontiguousarray(model.cluster_centers_, dtype=np.float64)
 
 
 def combine_federated_average(

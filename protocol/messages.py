@@ -11,7 +11,9 @@ Flow of one job (coordinator ⇄ participant agents, participants → counting s
 - the participant answers with a :class:`Contribution` whose ``reply`` is the matching
   ``*Reply`` model, or a :class:`RefusalReply` stating why its policy forbids the task;
 - a :class:`ReportCountTask` is answered by sending a :class:`CountReport` to the counting
-  service and an :class:`AckReply` to the coordinator: no reply model has a field for N_l.
+  service and an :class:`AckReply` to the coordinator: no reply model has a field for N_l;
+- every job begins with a :class:`DeclareTask`, answered by a :class:`DeclarationReply`: the
+  participant's declared public bounds (``protocol.declaration``), in the clear.
 
 Error responses never echo submitted values.
 """
@@ -27,9 +29,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocol.center_kmeans import CenterSums
+from protocol.center_kmeans import CenterScatter, CenterSums
+from protocol.declaration import Declaration
 from protocol.exact_fcm import FCMSums
-from protocol.federated_kmeans import ClusterMeans
 from protocol.fedfcm import LocalCenters
 from protocol.standardise import MomentSums
 from protocol.validity import FuzzyDBSums, SilhouetteSums
@@ -133,6 +135,15 @@ class ReportCountTask(_Strict):
     kind: Literal["report_count"] = "report_count"
 
 
+class DeclareTask(_Strict):
+    """The first task of every job: declare the participant's public bounds
+    (``protocol.declaration``) for the job whose participants are ``roster``; the agent
+    checks the roster against its policy's roster rule."""
+
+    kind: Literal["declare"] = "declare"
+    roster: list[Identifier] = Field(min_length=1, max_length=1000)
+
+
 class FcmSumsTask(_Strict):
     """Exact FCM local sums against ``centers`` (Corcuera Bárcena et al., Alg. 2)."""
 
@@ -167,21 +178,6 @@ class SilhouetteSumsTask(_Strict):
     centers: WireArray
 
 
-class KmeansInitTask(_Strict):
-    """Local k-means++ seeding and one Lloyd step (Garst & Reinders, Alg. 1)."""
-
-    kind: Literal["kmeans_init"] = "kmeans_init"
-    k: int = Field(ge=1, le=10_000)
-    seed: int | None = None
-
-
-class KmeansStepTask(_Strict):
-    """Drop empty global clusters, one Lloyd step from ``centers``."""
-
-    kind: Literal["kmeans_step"] = "kmeans_step"
-    centers: WireArray
-
-
 class KfedCentersTask(_Strict):
     """Local k-means centers for k-FED (Dennis et al.)."""
 
@@ -201,7 +197,8 @@ class LocalKTask(_Strict):
 
 
 
-# -- the centers-based algorithms, secured (protocol.center_kmeans) ---------------------------
+# -- the centers-based algorithms: local centers held, k-means over their sums ---------------
+# (protocol.center_kmeans; the same tasks whatever the protection)
 class HoldLocalFcmTask(_Strict):
     """Local FCM from ``centers`` (§2.2.1), its centers and J_m kept at the participant."""
 
@@ -212,6 +209,15 @@ class HoldLocalFcmTask(_Strict):
     max_iter: int = Field(ge=1, le=100_000)
 
 
+class HoldKmeansInitTask(_Strict):
+    """Garst & Reinders' round 1: local k-means++ seeding and one Lloyd step, its means and
+    counts (clusters of >= p rows) kept locally."""
+
+    kind: Literal["hold_kmeans_init"] = "hold_kmeans_init"
+    k: int = Field(ge=1, le=10_000)
+    seed: int = Field(ge=0, le=2**63 - 1)
+
+
 class HoldKmeansStepTask(_Strict):
     """Garst & Reinders' local step from ``centers``, its means and counts kept locally."""
 
@@ -220,11 +226,29 @@ class HoldKmeansStepTask(_Strict):
 
 
 class CenterSumsTask(_Strict):
-    """S_k, W_k and inertia of the held local centers for each of S starts, ``centers`` of
-    shape (S, K, D) (protocol.center_kmeans)."""
+    """S_k, W_k, inertia and contributor indicators of the held local centers for each of S
+    starts, ``centers`` of shape (S, K, D) (protocol.center_kmeans)."""
 
     kind: Literal["center_sums"] = "center_sums"
     centers: WireArray
+    weight_bound: float | None = Field(
+        default=None, gt=0.0,
+        description="Bound on one participant's total weight of held local centers (FedFCM: "
+        "its number of local centers); None: the job's row bound.",
+    )
+
+
+class CenterScatterTask(_Strict):
+    """Packed scatter matrices and removal costs of the held local centers per cluster of
+    each of S starts, ``centers`` of shape (S, K, D) (protocol.center_kmeans: splitting and
+    swapping clusters)."""
+
+    kind: Literal["center_scatter"] = "center_scatter"
+    centers: WireArray
+    weight_bound: float | None = Field(
+        default=None, gt=0.0,
+        description="As for center_sums: bound on one participant's total weight.",
+    )
 
 
 # -- clustered federated distillation (Yang & Tae 2023; coordinator.distillation) ------------
@@ -358,6 +382,7 @@ SumTaskSpec = Annotated[
     | FuzzyDbSumsTask
     | SilhouetteSumsTask
     | CenterSumsTask
+    | CenterScatterTask
     | DistillSoftTask
     | FedCRefFedavgTask,
     Field(discriminator="kind"),
@@ -464,17 +489,18 @@ TaskSpec = Annotated[
     MomentSumsTask
     | ApplyStandardisationTask
     | ReportCountTask
+    | DeclareTask
     | FcmSumsTask
     | LocalFcmTask
     | FuzzyDbSumsTask
     | SilhouetteSumsTask
-    | KmeansInitTask
-    | KmeansStepTask
     | KfedCentersTask
     | LocalKTask
     | HoldLocalFcmTask
+    | HoldKmeansInitTask
     | HoldKmeansStepTask
     | CenterSumsTask
+    | CenterScatterTask
     | SecureAdvertiseTask
     | SecureShareKeysTask
     | SecureInputTask
@@ -525,6 +551,45 @@ class AckReply(_Strict):
     """Done; nothing to report (apply_standardisation, report_count)."""
 
     kind: Literal["ack"] = "ack"
+
+
+BoundSource = Literal["configured", "derived"]
+
+
+class DeclarationReply(_Strict):
+    """A participant's declared public bounds (``protocol.declaration``): its row count lies
+    in (row_bound/2, row_bound] and |x| <= value_bound for every raw value. A ``derived``
+    bound was computed from its rows (a disclosure), a ``configured`` one is its policy's."""
+
+    kind: Literal["declaration"] = "declaration"
+    row_bound: int = Field(ge=1, le=2**40)
+    value_bound: float = Field(gt=0.0, le=1e300)
+    row_bound_source: BoundSource
+    value_bound_source: BoundSource
+    enforces_fcm_rule: bool
+
+    @model_validator(mode="after")
+    def _power_of_two(self) -> DeclarationReply:
+        if self.row_bound & (self.row_bound - 1):
+            raise ValueError("row_bound must be a power of two")
+        return self
+
+    @classmethod
+    def of(cls, d: Declaration) -> DeclarationReply:
+        return cls(
+            row_bound=d.row_bound, value_bound=d.value_bound,
+            row_bound_source="derived" if d.row_bound_derived else "configured",
+            value_bound_source="derived" if d.value_bound_derived else "configured",
+            enforces_fcm_rule=d.enforces_fcm_rule,
+        )
+
+    def to_result(self) -> Declaration:
+        return Declaration(
+            row_bound=self.row_bound, value_bound=self.value_bound,
+            row_bound_derived=self.row_bound_source == "derived",
+            value_bound_derived=self.value_bound_source == "derived",
+            enforces_fcm_rule=self.enforces_fcm_rule,
+        )
 
 
 class FcmSumsReply(_Strict):
@@ -580,19 +645,6 @@ class SilhouetteSumsReply(_Strict):
 
     def to_result(self) -> SilhouetteSums:
         return SilhouetteSums(total=self.total)
-
-
-class ClusterMeansReply(_Strict):
-    kind: Literal["cluster_means"] = "cluster_means"
-    means: WireArray
-    counts: WireArray
-
-    @classmethod
-    def of(cls, r: ClusterMeans) -> ClusterMeansReply:
-        return cls(means=WireArray.of(r.means), counts=WireArray.of(r.counts))
-
-    def to_result(self) -> ClusterMeans:
-        return ClusterMeans(means=self.means.to_numpy(), counts=self.counts.to_numpy())
 
 
 class KfedCentersReply(_Strict):
@@ -658,10 +710,15 @@ class FedCRefRefineReply(_Strict):
 
 
 class RefusalReply(_Strict):
-    """The participant will not compute this task; ``reason`` is shown to the analyst."""
+    """The participant will not compute this task; ``reason`` is shown to the analyst.
+
+    ``fatal``: the participant cannot go on with the job at all (a value above a bound its
+    own declaration implies): the coordinator fails the job instead of counting a dropout.
+    """
 
     kind: Literal["refusal"] = "refusal"
     reason: str = Field(min_length=1, max_length=2000)
+    fatal: bool = False
 
 
 
@@ -670,20 +727,36 @@ class CenterSumsReply(_Strict):
     sums: WireArray
     weights: WireArray
     inertia: WireArray
+    contributors: WireArray
     objective: float
 
     @classmethod
     def of(cls, r: CenterSums) -> CenterSumsReply:
         return cls(
             sums=WireArray.of(r.sums), weights=WireArray.of(r.weights),
-            inertia=WireArray.of(r.inertia), objective=r.objective,
+            inertia=WireArray.of(r.inertia), contributors=WireArray.of(r.contributors),
+            objective=r.objective,
         )
 
     def to_result(self) -> CenterSums:
         return CenterSums(
             sums=self.sums.to_numpy(), weights=self.weights.to_numpy(),
-            inertia=self.inertia.to_numpy(), objective=self.objective,
+            inertia=self.inertia.to_numpy(), contributors=self.contributors.to_numpy(),
+            objective=self.objective,
         )
+
+
+class CenterScatterReply(_Strict):
+    kind: Literal["center_scatter"] = "center_scatter"
+    scatter: WireArray
+    removal: WireArray
+
+    @classmethod
+    def of(cls, r: CenterScatter) -> CenterScatterReply:
+        return cls(scatter=WireArray.of(r.scatter), removal=WireArray.of(r.removal))
+
+    def to_result(self) -> CenterScatter:
+        return CenterScatter(scatter=self.scatter.to_numpy(), removal=self.removal.to_numpy())
 
 
 class KeyAdvertReply(_Strict):
@@ -720,14 +793,15 @@ class PaillierInputReply(_Strict):
 Reply = Annotated[
     MomentSumsReply
     | AckReply
+    | DeclarationReply
     | FcmSumsReply
     | LocalFcmReply
     | FuzzyDbSumsReply
     | SilhouetteSumsReply
-    | ClusterMeansReply
     | KfedCentersReply
     | LocalKReply
     | CenterSumsReply
+    | CenterScatterReply
     | KeyAdvertReply
     | SealedSharesReply
     | MaskedInputReply
@@ -749,17 +823,18 @@ REPLY_KIND: Final[dict[str, str]] = {
     "moment_sums": "moment_sums",
     "apply_standardisation": "ack",
     "report_count": "ack",
+    "declare": "declaration",
     "fcm_sums": "fcm_sums",
     "local_fcm": "local_fcm",
     "fuzzy_db_sums": "fuzzy_db_sums",
     "silhouette_sums": "silhouette_sums",
-    "kmeans_init": "cluster_means",
-    "kmeans_step": "cluster_means",
     "kfed_centers": "kfed_centers",
     "local_k": "local_k",
     "hold_local_fcm": "ack",
+    "hold_kmeans_init": "ack",
     "hold_kmeans_step": "ack",
     "center_sums": "center_sums",
+    "center_scatter": "center_scatter",
     "secure_advertise": "key_advert",
     "secure_share_keys": "sealed_shares",
     "secure_input": "masked_input",
@@ -942,15 +1017,22 @@ class JobCreate(_Strict):
             "participant's statistics in the clear, as in the papers)."
         ),
     )
-    max_rows: int = Field(
-        default=1_000_000, ge=1, le=10**12,
-        description="Declared bound on any participant's row count (fixed-point encoding).",
-    )
-    value_bound: float = Field(
-        default=1000.0, gt=0.0, le=1e12,
+    max_rows: int | None = Field(
+        default=None, ge=1, le=10**12,
         description=(
-            "Declared bound on |x| for every value the algorithms see (after standardisation "
-            "if asked); a participant whose sums exceed a bound derived from it refuses."
+            "Override of the bound on any participant's row count (fixed-point encoding of "
+            "protected sums). Unset: the largest row_bound the participants declare. Below a "
+            "participant's declared row_bound the job fails at once."
+        ),
+    )
+    value_bound: float | None = Field(
+        default=None, gt=0.0, le=1e12,
+        description=(
+            "Override of the bound on |x| for every value the algorithms see (after "
+            "standardisation if asked; for 'fedcref' on |model parameter|). Unset: the largest "
+            "value_bound the participants declare, or after standardisation the bound their "
+            "declarations and the federation's mean and scale imply. Below that bound the job "
+            "fails."
         ),
     )
     distill: DistillParams | None = Field(
@@ -959,6 +1041,15 @@ class JobCreate(_Strict):
     fedcref: FedCRefParams | None = Field(
         default=None,
         description="Algorithm 'fedcref' only (absent: the defaults); absent otherwise.",
+    )
+    min_center_contributors: int = Field(
+        default=1, ge=1, le=1000,
+        description=(
+            "A center is released only if at least this many participants stand behind it "
+            "(their local centers nearest to it; for ffcm every participant); one formed from "
+            "a single participant's local center reveals that center. 1 (the papers' "
+            "behaviour) releases every center. Algorithms 'ffcm', 'fedfcm' and 'fkm' only."
+        ),
     )
 
     @model_validator(mode="after")
@@ -984,6 +1075,8 @@ class JobCreate(_Strict):
                 raise ValueError("participants must be distinct")
             if model_based == "fedcref" and len(self.participants) < 2:
                 raise ValueError("'fedcref' needs at least two participants")
+            if self.min_center_contributors != 1:
+                raise ValueError(f"{model_based!r} takes no min_center_contributors")
             return self
         if (self.k is None) == (self.k_range is None):
             raise ValueError("give exactly one of k and k_range")
@@ -996,6 +1089,11 @@ class JobCreate(_Strict):
             raise ValueError(
                 f"{self.algorithm!r} sends each participant's local centers by design; "
                 "use protection 'none'"
+            )
+        if self.min_center_contributors != 1 and self.algorithm in ("fedfcm-avg", "kfed"):
+            raise ValueError(
+                f"{self.algorithm!r} does not count the participants behind a center; "
+                "min_center_contributors applies to 'ffcm', 'fedfcm' and 'fkm'"
             )
         return self
 
@@ -1046,15 +1144,23 @@ class GroupingIteration(_Strict):
 
 
 class SweepEntryDocument(_Strict):
-    """One K of a sweep in the result document."""
+    """One K of a sweep in the result document.
+
+    ``centers[j]`` is None when center j is withheld: fewer participants stand behind it
+    (``center_contributors[j]``) than the job's ``min_center_contributors`` (the notes say
+    so). ``empty_clusters`` counts the clusters of K that no point supports (then ``centers``
+    has fewer than K rows).
+    """
 
     k: int
     fed_fuzzy_db: float
-    centers: list[list[float]]
+    centers: list[list[float] | None]
     rounds: int
     stop_reason: str
     simplified_silhouette: float
     ari: float | None = None
+    center_contributors: list[int] | None = None
+    empty_clusters: int = 0
 
 
 class ResultDocument(_Strict):
@@ -1137,7 +1243,13 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
             return {"total": (1,)}
         case CenterSumsTask():
             S, K = spec.centers.shape[:2]
-            return {"sums": (S, K, D), "weights": (S, K), "inertia": (S,), "objective": (1,)}
+            return {
+                "sums": (S, K, D), "weights": (S, K), "inertia": (S,), "contributors": (S, K),
+                "objective": (1,),
+            }
+        case CenterScatterTask():
+            S, K = spec.centers.shape[:2]
+            return {"scatter": (S, K, D * (D + 1) // 2), "removal": (S, K)}
         case DistillSoftTask():
             return {"soft_sum": (spec.public.shape[0], spec.n_classes), "members": (1,)}
         case FedCRefFedavgTask():
@@ -1161,8 +1273,11 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
                 "sums": reply.sums.to_numpy(),
                 "weights": reply.weights.to_numpy(),
                 "inertia": reply.inertia.to_numpy(),
+                "contributors": reply.contributors.to_numpy(),
                 "objective": np.array([reply.objective]),
             }
+        case CenterScatterReply():
+            return {"scatter": reply.scatter.to_numpy(), "removal": reply.removal.to_numpy()}
         case DistillSoftReply():
             return {"soft_sum": reply.soft_sum.to_numpy(), "members": reply.members.to_numpy()}
         case FedCRefFedavgReply():
@@ -1191,8 +1306,10 @@ def reply_of_sums(
         case CenterSumsTask():
             return CenterSumsReply(
                 sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
-                objective=float(sums["objective"][0]),
+                contributors=w["contributors"], objective=float(sums["objective"][0]),
             )
+        case CenterScatterTask():
+            return CenterScatterReply(scatter=w["scatter"], removal=w["removal"])
         case DistillSoftTask():
             return DistillSoftReply(soft_sum=w["soft_sum"], members=w["members"])
         case FedCRefFedavgTask():
@@ -1244,15 +1361,15 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
             want = {"centers": (K, D), "weights": (K,)}
         case FuzzyDbSumsReply():
             want = {"spread": (K,), "membership": (K,)}
-        case ClusterMeansReply():
-            n = reply.means.shape[0] if reply.means.shape else -1
-            want = {"means": (n, D), "counts": (n,)}
         case KfedCentersReply():
             n = reply.centers.shape[0] if reply.centers.shape else -1
             want = {"centers": (n, D)}
         case CenterSumsReply():
             assert isinstance(spec, CenterSumsTask)
             want = {k: v for k, v in sum_fields(spec, D).items() if k != "objective"}
+        case CenterScatterReply():
+            assert isinstance(spec, CenterScatterTask)
+            want = sum_fields(spec, D)
         case MaskedInputReply():
             _check_masked(spec, reply, D)
             want = {}
@@ -1305,16 +1422,21 @@ class ErrorDetail(_Strict):
 
 
 # -- disclosures: what a party revealed ---------------------------------------------------------
-Protection = Literal["plain", "masked", "paillier", "sealed"]
+Protection = Literal["plain", "masked", "paillier", "sealed", "declared"]
+#: The fields of a DeclarationReply that are declared public bounds (``protocol.declaration``).
+DECLARED_FIELDS: Final = frozenset({"row_bound", "value_bound"})
 
 
 def field_protection(name: str, reply_kind: str) -> Protection:
     """How the wire field ``name`` of a ``reply_kind`` message travels.
 
     Masked vectors look uniform to the coordinator; Paillier ciphertexts are readable only by
-    the counting service's key; sealed shares are AES-GCM encrypted to one peer. Everything
-    else (public keys, the Shamir shares of the unmask stage, plain statistics) is plain.
+    the counting service's key; sealed shares are AES-GCM encrypted to one peer; a
+    declaration's bounds are declared public bounds. Everything else (public keys, the Shamir
+    shares of the unmask stage, plain statistics) is plain.
     """
+    if reply_kind == "declaration" and name.rsplit(".", 1)[-1] in DECLARED_FIELDS:
+        return "declared"
     if reply_kind == "masked_input" and ".vectors." in f".{name}":
         return "masked"
     if reply_kind == "paillier_input" and name.endswith(".ciphertexts"):

@@ -9,6 +9,23 @@ import pytest
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow", action="store_true",
+        help="also run the tests marked slow (long reproductions, the whole protection matrix)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` are skipped unless ``--run-slow`` is given."""
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def datasets() -> Path:
     """The shared datasets folder, ../shared/datasets beside the project root."""

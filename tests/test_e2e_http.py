@@ -31,6 +31,7 @@ import httpx
 import numpy as np
 import pytest
 import uvicorn
+from numpy.typing import NDArray
 
 from coordinator.app import create_app as create_coordinator
 from coordinator.settings import CoordinatorSettings
@@ -44,9 +45,9 @@ from fedclust.data.federations import Federation
 from fedclust.simulate import simulate
 from participant.agent import run_agent
 from participant.config import ParticipantConfig
-from protocol.messages import JobCreate, ResultDocument
+from protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 
-pytestmark = pytest.mark.slow  # real servers: ~30 s for the whole file on 2 cores
+# Real servers: ~30 s for the whole file on 2 cores (in the default run).
 
 SEED = 7
 IDS = ("hospital-a", "hospital-b", "hospital-c")
@@ -59,6 +60,12 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def _centers(entry: SweepEntryDocument) -> NDArray[np.float64]:
+    """An entry's centers as an array (every center released: min_center_contributors = 1)."""
+    assert all(c is not None for c in entry.centers)
+    return np.array(entry.centers, dtype=np.float64)
 
 
 def free_port() -> int:
@@ -258,7 +265,7 @@ def test_service_result_equals_the_simulator(service: Service, case: str) -> Non
     for g, w in zip(got.sweep, want.sweep, strict=True):
         assert g.fed_fuzzy_db == pytest.approx(w.fed_fuzzy_db, rel=1e-12, abs=1e-12)
         assert g.simplified_silhouette == pytest.approx(w.simplified_silhouette, abs=1e-12)
-        np.testing.assert_allclose(g.centers, w.centers, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(_centers(g), _centers(w), rtol=1e-12, atol=1e-12)
         assert (g.rounds, g.stop_reason) == (w.rounds, w.stop_reason)
     assert got.model_dump(exclude={"sweep"}) == want.model_dump(exclude={"sweep"})
 
@@ -327,6 +334,9 @@ def test_coordinator_never_receives_an_n_l(service: Service) -> None:
     n_ls = {len(X) for X, _ in shares()}
     assert len(n_ls) == 3
     forbidden_keys = {"count", "n_samples", "n_l", "n"}
+    # Task ids and secure-sum rounds are numbers the coordinator issued; with a few hundred
+    # tasks per job one can equal an N_l by chance.
+    counters = {"task_id", "round"}
     requests = list(service.capture.requests)
     contributions = [r for r in requests if r.path.endswith("/contribution")]
     assert len(contributions) > 50  # the capture saw the protocol's traffic
@@ -340,6 +350,8 @@ def test_coordinator_never_receives_an_n_l(service: Service) -> None:
             if where.rsplit(".", 1)[-1] == str(item):  # a key
                 assert str(item).lower() not in forbidden_keys, f"key {where} in {r.path}"
             elif isinstance(item, int) and not isinstance(item, bool):
+                if where.rsplit(".", 1)[-1] in counters:
+                    continue  # the coordinator's own numbering, echoed back
                 assert item not in n_ls, f"an N_l as the value of {where} in {r.path}"
         for array in _int_arrays(body):
             assert not set(array.tolist()) & n_ls, f"an N_l inside an int array in {r.path}"
@@ -409,7 +421,7 @@ def test_killed_coordinator_resumes_the_job_with_the_same_result(tmp_path: Path)
         assert got.k_selected == want.k_selected
         for g, w in zip(got.sweep, want.sweep, strict=True):
             assert g.fed_fuzzy_db == pytest.approx(w.fed_fuzzy_db, rel=1e-12, abs=1e-12)
-            np.testing.assert_allclose(g.centers, w.centers, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(_centers(g), _centers(w), rtol=1e-12, atol=1e-12)
             assert g.rounds == w.rounds
     finally:
         client.close()

@@ -79,15 +79,20 @@ def test_participant_cannot_touch_another_participants_job(client: TestClient) -
     for name in (*NAMES, OUTSIDER):
         enrol(client, name)
     job = create_job(client)
-    # participant-0 has task 0 (report_count) of this job; the outsider may neither see it
-    # nor answer it.
+    # participant-0 has task 0 (declare) of this job; the outsider may neither see it nor
+    # answer it.
     response = client.get(
         f"{API}/tasks/next", params={"wait": 5}, headers=auth(token(NAMES[0]))
     )
     assert response.status_code == 200
     assert response.json()["job_id"] == job["id"]
     assert client.get(f"{API}/tasks/next", headers=auth(token(OUTSIDER))).status_code == 204
-    body = {"job_id": job["id"], "task_id": 0, "reply": {"kind": "ack"}}
+    declaration = {
+        "kind": "declaration", "row_bound": 64, "value_bound": 1.0,
+        "row_bound_source": "derived", "value_bound_source": "derived",
+        "enforces_fcm_rule": True,
+    }
+    body = {"job_id": job["id"], "task_id": 0, "reply": declaration}
     response = client.post(
         f"{API}/jobs/{job['id']}/tasks/0/contribution", json=body, headers=auth(token(OUTSIDER))
     )

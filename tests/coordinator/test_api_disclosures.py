@@ -62,7 +62,7 @@ def test_disclosures_of_a_small_job(
         assert fedclust.cli.main(["job", "result", job["id"]]) == 0
         text = capsys.readouterr().out
         assert f"what the coordinator learned in job {job['id']} (fedfcm)" in text
-        assert "local FCM centers" in text
+        assert "local FCM centers stay with the participants" in text
         assert fedclust.cli.main(["job", "result", job["id"], "--disclosures"]) == 0
         assert DisclosureLedger.model_validate_json(capsys.readouterr().out) == ledger
         assert fedclust.cli.main(["job", "result", job["id"], "--json"]) == 0
@@ -72,12 +72,17 @@ def test_disclosures_of_a_small_job(
     by_key = {(d.participant, d.task_kind): d for d in ledger.disclosures}
     assert {p for p, _ in by_key} == set(NAMES)
     for name in NAMES:
-        local = by_key[(name, "local_fcm")]
-        assert local.reply_kind == "local_fcm" and local.messages >= 1
-        fields = {f.name: f for f in local.fields}
-        assert fields["centers"].shapes == [(3, 2)] and fields["weights"].shapes == [(3,)]
-        assert fields["global_objective"].shapes is None
-        assert {f.protection for f in local.fields} == {"plain"}
+        # k-means averaging: local centers stay home, only sums over them cross (in the
+        # clear with protection "none"), shaped by the global centers, never by local ones.
+        assert (name, "local_fcm") not in by_key
+        held = by_key[(name, "hold_local_fcm")]
+        assert (held.reply_kind, held.fields) == ("ack", [])
+        sums = by_key[(name, "center_sums")]
+        fields = {f.name: f for f in sums.fields}
+        assert set(fields) == {"sums", "weights", "inertia", "contributors", "objective"}
+        # (starts, at most K global centers, D): nothing scales with the local centers
+        assert all(s[1] <= 3 and s[2] == 2 for s in fields["sums"].shapes or [])
+        assert {f.protection for f in sums.fields} == {"plain"}
         moments = by_key[(name, "moment_sums")]
         assert {f.name: f.shapes for f in moments.fields} == {
             "shift": [(2,)], "sum": [(2,)], "sum_sq": [(2,)]
@@ -85,6 +90,7 @@ def test_disclosures_of_a_small_job(
         count = by_key[(name, "report_count")]
         assert (count.reply_kind, count.fields) == ("ack", [])  # N_l went elsewhere
     notes = " ".join(ledger.notes)
-    assert "local FCM centers are revealed to the coordinator in the clear" in notes
+    assert "each participant's own sums over them reach the coordinator in the clear" in notes
+    assert "K=3: participants behind each center:" in notes
     assert "unprotected" in notes and "secure aggregation" in notes
     assert "counting service only" in notes

@@ -125,15 +125,15 @@ def test_progress_and_cancel(client: TestClient) -> None:
     task = msg.Task.model_validate_json(
         client.get(f"{API}/tasks/next", params={"wait": 5}, headers=headers).content
     )
-    assert isinstance(task.spec, msg.ReportCountTask)
+    assert isinstance(task.spec, msg.DeclareTask)
     deadline = time.monotonic() + 5
-    while True:  # every participant is awaited for its count report
+    while True:  # every participant is awaited for its declaration
         progress = client.get(f"{API}/jobs/{job['id']}", headers=ANALYST).json()["progress"]
         if progress and progress["waiting_for"] == sorted(NAMES):
             break
         assert time.monotonic() < deadline, progress
         time.sleep(0.02)
-    assert progress["stage"] == "counting"
+    assert progress["stage"] == "declaring"
     assert client.get(f"{API}/jobs/{job['id']}/result", headers=ANALYST).status_code == 409
 
     cancelled = client.post(f"{API}/jobs/{job['id']}/cancel", headers=ANALYST)
@@ -158,7 +158,7 @@ def test_timeout_fails_the_job_and_late_answers_are_409(tmp_path: Path) -> None:
             client.get(f"{API}/tasks/next", params={"wait": 5}, headers=headers).content
         )
         done = wait_for_state(client, job["id"], ("failed",), timeout=10)
-        assert "did not answer task 0 (report_count) within 0.3 s" in done["error"]
+        assert "did not answer task 0 (declare) within 0.3 s" in done["error"]
         post_reply(client, NAMES[0], task, msg.AckReply(), expect=409)
         # a finished job cannot be cancelled
         assert client.post(f"{API}/jobs/{job['id']}/cancel", headers=ANALYST).status_code == 409

@@ -34,33 +34,33 @@ ME = NAMES[0]
 
 
 class Tamperer:
-    """participant-0's submissions: on its first local_fcm task, bad replies come first."""
+    """participant-0's submissions: on its first center_sums task, bad replies come first."""
 
     def __init__(self) -> None:
         self.checked = False
 
     def __call__(self, client: TestClient, task: msg.Task, reply: msg.Reply) -> None:
-        if self.checked or not isinstance(reply, msg.LocalFcmReply):
+        if self.checked or not isinstance(reply, msg.CenterSumsReply):
             post_reply(client, ME, task, reply, expect=202)
             return
         self.checked = True
         good: dict[str, Any] = json.loads(reply.model_dump_json())
-        k, d = reply.centers.shape
+        s, k, d = reply.sums.shape
 
-        wrong_shape = reply.model_copy(update={"centers": msg.WireArray.of(np.zeros((k, d + 1)))})
-        response = post_reply(client, ME, task, wrong_shape, expect=422)
-        assert "'centers' must have shape" in response.text
+        wrong = reply.model_copy(update={"sums": msg.WireArray.of(np.zeros((s, k, d + 1)))})
+        response = post_reply(client, ME, task, wrong, expect=422)
+        assert "'sums' must have shape" in response.text
 
-        nan = np.zeros((k, d))
-        nan[0, 0] = np.nan
-        nan_reply = {**good, "centers": {**good["centers"],
-                                         "data": base64.b64encode(nan.tobytes()).decode()}}
+        nan = np.zeros((s, k, d))
+        nan[0, 0, 0] = np.nan
+        nan_reply = {**good, "sums": {**good["sums"],
+                                      "data": base64.b64encode(nan.tobytes()).decode()}}
         response = post_reply(client, ME, task, nan_reply, expect=422)
         assert "NaN or infinity" in response.text
 
         response = post_reply(client, ME, task, msg.AckReply(), expect=422)
-        assert "needs a 'local_fcm' reply" in response.text
-        post_reply(client, ME, task, {"kind": "local_fcm"}, expect=422)  # fields missing
+        assert "needs a 'center_sums' reply" in response.text
+        post_reply(client, ME, task, {"kind": "center_sums"}, expect=422)  # fields missing
 
         url = f"{API}/jobs/{task.job_id}/tasks/{task.task_id}/contribution"
         body = {"job_id": task.job_id, "task_id": task.task_id + 1, "reply": good}

@@ -12,8 +12,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.data.synthetic import GARST_GRID_CENTERS, garst_grid
+from protocol import center_kmeans, kfed
 from protocol import federated_kmeans as fkm
-from protocol import kfed
 from protocol._fuzzy import nearest
 from protocol.errors import ProtocolError
 from protocol.federated_kmeans import match_centers
@@ -28,13 +28,29 @@ class Site:
         self.p = p
         self.seeds: list[int | None] = []
         self.k_locals: list[int] = []
+        self.held: center_kmeans.LocalPoints | None = None
 
-    def kmeans_init(self, k: int, *, seed: int | None) -> fkm.ClusterMeans:
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    def _hold(self, means: fkm.ClusterMeans) -> None:
+        self.held = center_kmeans.LocalPoints(means.means, means.counts.astype(np.float64))
+
+    def hold_kmeans_init(self, k: int, *, seed: int) -> None:
         self.seeds.append(seed)
-        return fkm.participant_init(self.X, k, p=self.p, seed=seed)
+        self._hold(fkm.participant_init(self.X, k, p=self.p, seed=seed))
 
-    def kmeans_step(self, centers: NDArray[np.float64]) -> fkm.ClusterMeans:
-        return fkm.participant_step(self.X, centers, p=self.p)
+    def hold_kmeans_step(self, centers: NDArray[np.float64]) -> None:
+        self._hold(fkm.participant_step(self.X, centers, p=self.p))
+
+    def center_sums(self, starts: NDArray[np.float64]) -> center_kmeans.CenterSums:
+        assert self.held is not None
+        return center_kmeans.participant_center_sums(self.held, starts)
+
+    def center_scatter(self, centers: NDArray[np.float64]) -> center_kmeans.CenterScatter:
+        assert self.held is not None
+        return center_kmeans.participant_center_scatter(self.held, centers)
 
     def kfed_centers(self, k_local: int, *, seed: int | None) -> NDArray[np.float64]:
         self.seeds.append(seed)
@@ -60,13 +76,16 @@ def test_fkm_gives_each_participant_a_distinct_seed_and_records_rounds() -> None
     res = run_federated_kmeans(sites, 3, seed=7, max_rounds=30, eps=1e-6)
     seeds = [s.seeds[0] for s in sites]
     assert len(set(seeds)) == len(sites)
-    assert all(len(s.seeds) == 1 for s in sites)  # kmeans_init only in round 1
+    assert all(len(s.seeds) == 1 for s in sites)  # hold_kmeans_init only in round 1
     assert res.stop_reason == "converged"
     assert res.n_rounds == len(res.history) >= 2
     assert res.history[0].shift == float("inf")
     assert res.history[-1].shift < 1e-6
     assert res.history[0].responders == ("site-0", "site-1", "site-2")
     np.testing.assert_allclose(match_centers(res.centers, _TRUE), _TRUE, atol=0.5)
+    # Every center is supported by every site (each holds rows of every blob).
+    assert res.contributors is not None
+    np.testing.assert_array_equal(res.contributors, [3, 3, 3])
 
 
 def test_fkm_is_reproducible_from_its_seed() -> None:
@@ -75,20 +94,20 @@ def test_fkm_is_reproducible_from_its_seed() -> None:
     np.testing.assert_array_equal(a.centers, b.centers)
 
 
-def test_fkm_round_limit_and_warm_start() -> None:
+def test_fkm_round_limit() -> None:
     one = run_federated_kmeans(_three_blobs(), 3, seed=0, max_rounds=1)
     assert (one.stop_reason, one.n_rounds, len(one.history)) == ("max_rounds", 1, 1)
-    warm = run_federated_kmeans(_three_blobs(), 3, seed=0, warm_start=True)
-    assert warm.stop_reason == "converged"
-    assert warm.centers.shape == (3, 2)
+    assert one.centers.shape == (3, 2)
 
 
-def test_fkm_refuses_k_above_what_participants_can_report() -> None:
-    # Two participants with 3 rows each and p = 2 can report at most one cluster each.
-    rng = np.random.default_rng(0)
-    sites = [Site(rng.normal(size=(3, 2)), f"s{i}") for i in range(2)]
-    with pytest.raises(ProtocolError, match="fewer than k=4"):
-        run_federated_kmeans(sites, 4, seed=0)
+def test_fkm_reports_only_supported_centers_when_k_exceeds_what_participants_report() -> None:
+    # Two participants whose 3 rows coincide report one cluster each: two distinct local
+    # means cannot fill K = 4 clusters, and no unsupported center is reported.
+    sites = [Site(np.full((3, 2), 5.0 * i), f"s{i}") for i in range(2)]
+    res = run_federated_kmeans(sites, 4, seed=0)
+    assert res.stop_reason == "empty_clusters"
+    assert res.centers.shape == (2, 2)
+    assert any("fill only 2 of K=4" in note for note in res.notes)
 
 
 def test_drivers_validate_arguments() -> None:

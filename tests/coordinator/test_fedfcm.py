@@ -16,6 +16,13 @@ from fedclust.data.synthetic import (
 from participant.local import LocalParticipant
 from protocol._fuzzy import objective
 from protocol._validation import FloatArray
+from protocol.center_kmeans import (
+    CenterScatter,
+    CenterSums,
+    LocalPoints,
+    participant_center_scatter,
+    participant_center_sums,
+)
 from protocol.fcm import fcm
 from protocol.fedfcm import LocalCenters, participant_local_fcm
 
@@ -35,6 +42,18 @@ class _Client:
         self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
     ) -> LocalCenters:
         return participant_local_fcm(self._X, centers, m=m, tol=tol, max_iter=max_iter)
+
+    def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
+        local = self.local_fcm(centers, m=m, tol=tol, max_iter=max_iter)
+        self.held = (LocalPoints(local.centers, np.ones(len(local.centers))),
+                     local.global_objective)
+
+    def center_sums(self, starts: FloatArray) -> CenterSums:
+        points, objective = self.held
+        return participant_center_sums(points, starts, objective=objective)
+
+    def center_scatter(self, centers: FloatArray) -> CenterScatter:
+        return participant_center_scatter(self.held[0], centers)
 
 
 def _max_matched_distance(found: FloatArray, reference: FloatArray) -> float:
@@ -89,7 +108,7 @@ def test_explicit_init_and_argument_checks() -> None:
 # -- cycle guard -------------------------------------------------------------------------------
 
 
-class _FlippingClient:
+class _FlippingClient(_Client):
     """A deterministic participant whose "local optimum" flips with the centers it receives.
 
     Sent centers nearer GOOD than BAD it answers BAD, otherwise GOOD — like a local FCM that
@@ -102,19 +121,17 @@ class _FlippingClient:
 
     def __init__(self) -> None:
         rng = np.random.default_rng(7)
-        self._X = np.vstack([c + 0.03 * rng.standard_normal((50, 2)) for c in self.GOOD])
-        self.name = "flipper"
+        super().__init__(
+            np.vstack([c + 0.03 * rng.standard_normal((50, 2)) for c in self.GOOD]), "flipper"
+        )
         self.calls = 0
-
-    @property
-    def n_features(self) -> int:
-        return 2
 
     def local_fcm(
         self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
     ) -> LocalCenters:
         self.calls += 1
         C = np.asarray(centers, dtype=np.float64)
+        C = C[np.lexsort(C.T[::-1])]  # the states as sets: the order of the centers is free
         near_good = np.abs(C - self.GOOD).sum() < np.abs(C - self.BAD).sum()
         answer = self.BAD if near_good else self.GOOD
         return LocalCenters(

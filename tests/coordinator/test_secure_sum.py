@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import re
 
 import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from coordinator.center_kmeans import federated_center_kmeans
+from coordinator.center_kmeans import FederatedCenters
 from coordinator.exact_fcm import run_exact_fcm
 from coordinator.secure_sum import MaskedSummation, field_encodings
 from crypto.fixedpoint import Statistic, encode
@@ -16,7 +17,7 @@ from crypto.masking import IdentityKey
 from participant.local import LocalParticipant
 from participant.secure import PeerPins, SecureMember, SecureSession
 from protocol import messages as msg
-from protocol.center_kmeans import lloyd
+from protocol.center_kmeans import center_kmeans
 from protocol.errors import ProtocolError, RefusedError, UnavailableError
 
 JOB = "job-secure"
@@ -30,9 +31,11 @@ class Watched(SecureMember):
     def __init__(self, member: SecureMember) -> None:
         super().__init__(member.local, member._session, algorithm="ffcm", job_id=JOB)
         self.sent: list[msg.Reply] = []
+        self.received: list[msg.TaskSpec] = []
         self.fail_at: str | None = None
 
     def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
+        self.received.append(spec)
         if spec.kind == self.fail_at:
             raise UnavailableError(f"{self.name} went silent")
         reply = super().secure_stage(spec)
@@ -175,7 +178,7 @@ def test_a_participant_refusing_by_its_privacy_rule_becomes_a_recovered_dropout(
     np.testing.assert_allclose(total.to_result().u_sum, expected, rtol=1e-9)
 
 
-def test_a_value_over_its_declared_bound_is_refused_naming_the_field() -> None:
+def test_a_value_over_its_declared_bound_fails_the_sum_saying_nothing_of_the_data() -> None:
     rng = np.random.default_rng(0)
     locals_ = [LocalParticipant(rng.normal(size=(50, 2)) * 10, name=f"o{i}") for i in range(3)]
     keys = {p.name: IdentityKey.generate() for p in locals_}
@@ -191,9 +194,9 @@ def test_a_value_over_its_declared_bound_is_refused_naming_the_field() -> None:
         JOB, {k: v.public_bytes() for k, v in keys.items()}, max_rows=10, value_bound=1.0
     )
     task = msg.FcmSumsTask(centers=msg.WireArray.of(np.zeros((2, 2))), m=2.0)
-    with pytest.raises(ProtocolError):  # every party refuses: nothing left to unmask
-        summation.sum(members, task, msg.FcmSumsReply)
-    assert any("u_sum" in n and "exceed its declared bound" in n for n in summation.notes)
+    with pytest.raises(ProtocolError, match="does not hold for what it computes") as info:
+        summation.sum(members, task, msg.FcmSumsReply)  # a wrong declaration, not a dropout
+    assert re.search(r"\d", str(info.value).replace("'o0'", "")) is None  # no count, magnitude
 
 
 # -- a coordinator that misbehaves: the participants refuse -------------------------------------
@@ -315,29 +318,32 @@ def test_a_participant_without_a_session_refuses_secure_stages() -> None:
 
 
 
-def test_federated_kmeans_over_held_local_centers_matches_the_plaintext_kmeans() -> None:
-    # FedFCM's k-means averaging, protected: each participant keeps its local FCM centers;
-    # from the same start the masked k-means must end where plaintext k-means on the stacked
-    # local centers ends (Lloyd from that start, unit weights as in the authors' code).
+def test_center_kmeans_over_held_local_centers_is_the_same_procedure_masked_or_plain() -> None:
+    # FedFCM's k-means averaging: each participant keeps its local FCM centers; the server's
+    # k-means is one procedure whose sums are masked or plain. Seeded (no start), with splits
+    # and swaps, the masked run must take the same steps and end at the same centers.
     locals_, members, summation = cohort(4, rows=400)
     start = np.array([[0.5, 0.5, 0.5], [3.0, 3.0, 3.0], [6.5, 6.5, 6.5]])
     for member in members:
         member.hold_local_fcm(start, m=2.0, tol=1e-6, max_iter=500)
-    masked, _, iterations = federated_center_kmeans(summation, members, start[None])
-    stacked = np.vstack(
-        [p.local_fcm(start, m=2.0, tol=1e-6, max_iter=500).centers for p in locals_]
-    )
-    plain, plain_iterations = lloyd(stacked, np.ones(len(stacked)), start)
-    assert iterations == plain_iterations
+    masked = center_kmeans(FederatedCenters(members, summation), 3, 3)
+    plain = center_kmeans(FederatedCenters(locals_, None), 3, 3)
+    assert masked.sums == plain.sums
+    np.testing.assert_array_equal(masked.contributors, plain.contributors)
     # The sums carry 29 fractional bits with the default bounds (error 4·2^-30 per
     # coordinate); a center is a mean of >= 1 local centers, so 1e-8 bounds the difference.
-    np.testing.assert_allclose(masked, plain, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(masked.centers, plain.centers, rtol=0, atol=1e-8)
     # Only masked sums left the participants: no reply carried a local center in the clear.
     assert all(
         isinstance(r, msg.KeyAdvertReply | msg.SealedSharesReply | msg.MaskedInputReply
                    | msg.UnmaskSharesReply)
         for member in members for r in member.sent
     )
+    kinds = {
+        r.statistic.kind for member in members for r in member.received
+        if isinstance(r, msg.SecureInputTask)
+    }
+    assert kinds == {"center_sums", "center_scatter"}
 
 
 def test_a_round_begun_before_a_restart_is_refused_after_it() -> None:

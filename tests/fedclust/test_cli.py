@@ -97,8 +97,13 @@ def test_simulate_reads_a_csv_split_by_a_column(
         (["--data", "/nonexistent/file.csv", "--algorithm", "fkm", "--k", "3"], "file.csv"),
         (["--dataset", "motivational", "--algorithm", "ffcm", "--k", "3", "--min-cohort", "4"],
          "at least 4"),
+        (["--dataset", "motivational", "--algorithm", "ffcm", "--k", "3", "--max-rows", "100"],
+         "declares row_bound=512, above the job's max_rows=100: raise max_rows (--max-rows)"),
+        (["--dataset", "motivational", "--algorithm", "ffcm", "--k", "3", "--value-bound",
+          "0.5"], "declares value_bound=1.0, above the job's value_bound=0.5"),
     ],
-    ids=["k-below-2", "unknown-dataset", "missing-file", "cohort-too-small"],
+    ids=["k-below-2", "unknown-dataset", "missing-file", "cohort-too-small",
+         "max-rows-below-a-declaration", "value-bound-below-a-declaration"],
 )
 def test_simulate_bad_input_is_a_clear_error(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]

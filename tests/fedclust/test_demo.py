@@ -13,7 +13,7 @@ import pytest
 
 from fedclust.cli import main
 
-pytestmark = pytest.mark.slow  # five Python processes: ~15-30 s on 2 cores
+# Five Python processes: ~15-30 s on 2 cores (in the default run: the README's main job).
 
 
 def _fedclust(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

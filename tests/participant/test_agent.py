@@ -304,8 +304,10 @@ def all_kinds() -> list[msg.Task]:
         (msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=50), "fedfcm"),
         (msg.FuzzyDbSumsTask(centers=CENTERS, m=2.0, q=2.0), "fedfcm"),
         (msg.SilhouetteSumsTask(centers=CENTERS), "fedfcm"),
-        (msg.KmeansInitTask(k=2, seed=3), "fkm"),
-        (msg.KmeansStepTask(centers=CENTERS), "fkm"),
+        (msg.HoldKmeansInitTask(k=2, seed=3), "fkm"),
+        (msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
+        (msg.HoldKmeansStepTask(centers=CENTERS), "fkm"),
+        (msg.CenterScatterTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.KfedCentersTask(k_local=2, seed=4), "kfed"),
         (msg.LocalKTask(k_min=2, k_max=3, m=2.0, seed=5), "fedfcm"),
     ]
@@ -361,7 +363,8 @@ def test_the_count_goes_only_to_the_counting_service(
         task(0, msg.ReportCountTask()),
         task(1, msg.MomentSumsTask()),
         task(2, msg.FcmSumsTask(centers=CENTERS, m=2.0)),
-        task(3, msg.KmeansInitTask(k=2, seed=1), "fkm"),
+        task(3, msg.HoldKmeansInitTask(k=2, seed=1), "fkm"),
+        task(4, msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
     ]
     fake = run(write_config(tmp_path), tasks, counting)
     assert dumped(fake.replies()[0]) == {"kind": "ack"}
@@ -372,7 +375,8 @@ def test_the_count_goes_only_to_the_counting_service(
     assert numbers, "the walk found the contributions' numbers"
     assert N_L not in numbers  # neither as a field nor inside an encoded array
     plain = [b for b in received if "n_features" in b or b.get("reply") == {"kind": "ack"}]
-    assert len(plain) == 2  # the enrolment and the report_count answer: no arrays to hide in
+    # The enrolment and the report_count and hold_kmeans_init answers: no arrays to hide in.
+    assert len(plain) == 3
     assert not any(str(N_L) in json.dumps(b) for b in plain)
 
 
@@ -440,7 +444,7 @@ def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
     config = write_config(tmp_path, policy="[policy]\nmax_rounds = 2\n")
-    step = msg.KmeansStepTask(centers=CENTERS)
+    step = msg.HoldKmeansStepTask(centers=CENTERS)
     first = run(
         config,
         [task(0, step, "fkm"), task(1, msg.SilhouetteSumsTask(centers=CENTERS), "fkm"),
@@ -448,16 +452,16 @@ def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
         counting,
     )
     kinds = [r.kind for r in first.replies()]
-    assert kinds == ["cluster_means", "silhouette_sums", "cluster_means", "refusal"]
+    assert kinds == ["ack", "silhouette_sums", "ack", "refusal"]
     refusal = first.replies()[3]
     assert isinstance(refusal, msg.RefusalReply)
     assert refusal.reason == "round 3 exceeds this participant's max_rounds=2."
     # restarted: the count is remembered; a re-delivered step (id 2) is answered, not counted
     second = run(config, [task(2, step, "fkm"), task(4, step, "fkm")], counting)
-    assert [r.kind for r in second.replies()] == ["cluster_means", "refusal"]
+    assert [r.kind for r in second.replies()] == ["ack", "refusal"]
     # the limit is per job
     third = run(config, [task(0, step, "fkm", job="job-2")], counting)
-    assert [r.kind for r in third.replies()] == ["cluster_means"]
+    assert [r.kind for r in third.replies()] == ["ack"]
 
 
 def test_model_based_iterations_count_as_rounds(
@@ -603,7 +607,7 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
     summary = show(log, job=JOB)
     kinds = {k.kind: k for k in summary.jobs[JOB]["coordinator"]}
     assert kinds["refusal"].messages == 1
-    assert {f.name: f.shapes for f in kinds["cluster_means"].fields}["reply.means"] == ((2, 2),)
+    assert {f.name: f.shapes for f in kinds["center_sums"].fields}["reply.sums"] == ((1, 2, 2),)
     assert [k.what for k in summary.jobs[JOB]["counting"]] == ["count_report"]
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from protocol.errors import ProtocolError
+from protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
 from protocol.federated_kmeans import (
     ClusterMeans,
-    combine_weighted_kmeans,
     match_centers,
+    match_order,
     participant_init,
     participant_step,
 )
@@ -106,34 +106,42 @@ def test_step_is_one_lloyd_iteration() -> None:
     assert out.counts.tolist() == [int((lab == 0).sum()), int((lab == 1).sum())]
 
 
-# -- combine_weighted_kmeans ------------------------------------------------------------------
+# -- the server step: center_kmeans over the held means, weighted by the sizes ----------------
 
 
-def test_combine_with_k1_is_the_weighted_mean() -> None:
+def _server(
+    contributions: list[ClusterMeans], k: int, init: np.ndarray | None = None
+) -> np.ndarray:
+    held = [LocalPoints(c.means, c.counts.astype(np.float64)) for c in contributions]
+    found = center_kmeans(PointsOracle(held), k, contributions[0].means.shape[1], init=init)
+    return found.centers
+
+
+def test_server_with_k1_is_the_weighted_mean() -> None:
     a = ClusterMeans(np.array([[0.0, 0.0], [4.0, 2.0]]), np.array([1, 3], dtype=np.int64))
     b = ClusterMeans(np.array([[10.0, -2.0]]), np.array([4], dtype=np.int64))
-    C = combine_weighted_kmeans([a, b], 1, seed=0)
+    C = _server([a, b], 1)
     expect = (1 * np.array([0.0, 0.0]) + 3 * np.array([4.0, 2.0]) + 4 * np.array([10.0, -2.0])) / 8
     np.testing.assert_allclose(C, expect[None, :], rtol=0, atol=1e-12)
 
 
-def test_combine_warm_start_hand_case() -> None:
+def test_server_warm_start_hand_case() -> None:
     # Means 0, 1 (weight 3), 10, 11 from init (0, 10): the weighted Lloyd fixed point is
     # (0·1 + 1·3)/4 = 0.75 and (10 + 11)/2 = 10.5.
     a = ClusterMeans(np.array([[0.0], [10.0]]), np.array([1, 1], dtype=np.int64))
     b = ClusterMeans(np.array([[1.0], [11.0]]), np.array([3, 1], dtype=np.int64))
-    C = combine_weighted_kmeans([a, b], 2, init=np.array([[0.0], [10.0]]))
+    C = _server([a, b], 2, init=np.array([[0.0], [10.0]]))
     np.testing.assert_allclose(C, [[0.75], [10.5]], rtol=0, atol=1e-12)
 
 
-def test_combine_recovers_centers_from_split_clusters() -> None:
+def test_server_recovers_centers_from_split_clusters() -> None:
     # Two participants each hold parts of three clusters; the size-weighted means of the
     # parts are the pooled cluster means.
     a = ClusterMeans(np.array([[0.0, 0.0], [20.0, 0.0]]), np.array([10, 2], dtype=np.int64))
     b = ClusterMeans(
         np.array([[1.0, 1.0], [22.0, 0.0], [0.0, 30.0]]), np.array([10, 2, 5], dtype=np.int64)
     )
-    C = combine_weighted_kmeans([a, b], 3, seed=4)
+    C = _server([a, b], 3)
     C = C[np.lexsort((C[:, 1], C[:, 0]))]
     np.testing.assert_allclose(C, [[0.0, 30.0], [0.5, 0.5], [21.0, 0.0]], atol=1e-12)
 
@@ -142,64 +150,10 @@ def test_match_centers_undoes_a_permutation() -> None:
     ref = np.array([[0.0, 0.0], [5.0, 5.0], [9.0, 0.0]])
     new = ref[[2, 0, 1]] + 0.01
     np.testing.assert_allclose(match_centers(new, ref), ref + 0.01)
+    np.testing.assert_array_equal(match_order(new, ref), [1, 2, 0])
 
 
-# -- bad input --------------------------------------------------------------------------------
-
-
-def test_combine_refuses_k_above_distinct_means() -> None:
+def test_server_reports_fewer_centers_than_k_when_means_are_too_few() -> None:
     a = ClusterMeans(np.array([[0.0], [1.0]]), np.array([2, 2], dtype=np.int64))
     b = ClusterMeans(np.array([[1.0]]), np.array([5], dtype=np.int64))
-    with pytest.raises(ProtocolError, match="2 distinct cluster means, fewer than k=3"):
-        combine_weighted_kmeans([a, b], 3)
-
-
-@pytest.mark.parametrize(
-    ("contributions", "match"),
-    [
-        ([], "at least one contribution"),
-        ([ClusterMeans(np.array([[np.nan, 0.0]]), np.array([2]))], "non-finite"),
-        ([ClusterMeans(np.array([[0.0, 0.0]]), np.array([2, 3]))], "shape"),
-        ([ClusterMeans(np.array([0.0, 1.0]), np.array([2, 3]))], "shape"),
-        ([ClusterMeans(np.array([[0.0, 0.0]]), np.array([0]))], "positive integer"),
-        ([ClusterMeans(np.array([[0.0, 0.0]]), np.array([2.5]))], "positive integer"),
-        (
-            [
-                ClusterMeans(np.array([[0.0, 0.0]]), np.array([2])),
-                ClusterMeans(np.array([[0.0, 0.0, 1.0]]), np.array([2])),
-            ],
-            "n_features=3",
-        ),
-    ],
-)
-def test_combine_rejects_inconsistent_contributions(
-    contributions: list[ClusterMeans], match: str
-) -> None:
-    with pytest.raises(ProtocolError, match=match):
-        combine_weighted_kmeans(contributions, 1)
-
-
-def test_combine_rejects_bad_k_and_init() -> None:
-    a = ClusterMeans(np.array([[0.0], [1.0]]), np.array([2, 2], dtype=np.int64))
-    with pytest.raises(ValueError, match="'k' parameter of combine_weighted_kmeans"):
-        combine_weighted_kmeans([a], 0)
-    with pytest.raises(ValueError, match="init must have k=2 rows"):
-        combine_weighted_kmeans([a], 2, init=np.zeros((3, 1)))
-    with pytest.raises(ValueError, match="n_features=1"):
-        combine_weighted_kmeans([a], 2, init=np.zeros((2, 2)))
-
-
-def test_participant_functions_validate_input() -> None:
-    X = np.ones((4, 2))
-    with pytest.raises(ValueError, match="NaN or infinity"):
-        participant_init(np.array([[0.0, np.nan]]), 1)
-    with pytest.raises(ValueError, match="2-D array"):
-        participant_init(np.zeros(5), 1)
-    with pytest.raises(ValueError, match="'k' parameter of participant_init"):
-        participant_init(X, 0)
-    with pytest.raises(ValueError, match="'p' parameter of participant_step"):
-        participant_step(X, np.ones((1, 2)), p=0)
-    with pytest.raises(ValueError, match="n_features=2"):
-        participant_step(X, np.ones((2, 3)))
-    with pytest.raises(ValueError, match="NaN or infinity"):
-        participant_step(X, np.array([[np.inf, 0.0]]))
+    np.testing.assert_allclose(np.sort(_server([a, b], 3)[:, 0]), [0.0, 1.0])

@@ -7,12 +7,12 @@ import pytest
 
 from protocol._fuzzy import memberships, objective
 from protocol._validation import FloatArray
+from protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
 from protocol.errors import ProtocolError
 from protocol.fcm import fcm
 from protocol.fedfcm import (
     LocalCenters,
     combine_federated_average,
-    combine_kmeans_average,
     participant_local_fcm,
 )
 
@@ -66,12 +66,17 @@ def test_local_fcm_validates_inputs() -> None:
         participant_local_fcm(X, np.zeros((3, 3)), m=2.0, tol=1e-4, max_iter=10)
 
 
+def _kmeans_average(local: list[LocalCenters], init: FloatArray | None) -> FloatArray:
+    """k-means averaging as the driver runs it: unit weights on every local center."""
+    held = [LocalPoints(a.centers, np.ones(len(a.centers))) for a in local]
+    return center_kmeans(PointsOracle(held), local[0].centers.shape[0], 2, init=init).centers
+
+
 def test_kmeans_average_of_identical_local_centers_returns_them() -> None:
     local = [_answer(TRUE.tolist(), [1.0, 1.0, 1.0]) for _ in range(3)]
-    seeded = combine_kmeans_average(local, TRUE, seed=0)
-    np.testing.assert_allclose(seeded, TRUE, atol=1e-12)
-    # k-means++ seeding finds the same three points, in some order.
-    free = combine_kmeans_average(local, None, seed=0)
+    np.testing.assert_allclose(_kmeans_average(local, TRUE), TRUE, atol=1e-12)
+    # Seeding by splits finds the same three points, in some order.
+    free = _kmeans_average(local, None)
     np.testing.assert_allclose(np.sort(free, axis=0), np.sort(TRUE, axis=0), atol=1e-12)
 
 
@@ -80,7 +85,7 @@ def test_kmeans_average_groups_by_position_not_index_and_is_unweighted() -> None
     # k-means groups by position, so each global center is the plain mean of its group.
     a = _answer([[0.0, 0.0], [1.0, 1.0]], [100.0, 1.0])
     b = _answer([[1.2, 1.0], [0.2, 0.0]], [1.0, 100.0])
-    out = combine_kmeans_average([a, b], [[0.05, 0.0], [1.05, 1.0]], seed=0)
+    out = _kmeans_average([a, b], np.array([[0.05, 0.0], [1.05, 1.0]]))
     np.testing.assert_allclose(out, [[0.1, 0.0], [1.1, 1.0]], atol=1e-12)
 
 
@@ -112,8 +117,6 @@ def test_combiners_reject_inconsistent_answers() -> None:
     b = _answer([[0.0, 0.0]], [1.0])
     with pytest.raises(ProtocolError, match="expected"):
         combine_federated_average([a, b])
-    with pytest.raises(ProtocolError, match="expected"):
-        combine_kmeans_average([a, b], None, seed=0)
     with pytest.raises(ProtocolError, match="every participant is missing"):
         combine_federated_average([])
     bad = _answer([[0.0, 0.0], [1.0, 1.0]], [1.0, -1.0])

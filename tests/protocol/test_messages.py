@@ -79,9 +79,14 @@ def test_no_reply_model_has_a_field_for_a_row_count() -> None:
     # By construction: N_l goes to the counting service in a CountReport, never in a reply.
     union, _ = get_args(msg.Reply)  # Annotated[Union[...], discriminator]
     replies: tuple[type[BaseModel], ...] = get_args(union)
-    assert len(replies) == 23
+    assert len(replies) == 24
     for model in replies:
         fields = set(model.model_fields)
+        if model is msg.DeclarationReply:
+            # A declared public bound, a power of two R: the bucket R/2 < N_l <= R.
+            assert "row_bound" in fields and msg.field_protection("row_bound", "declaration") == (
+                "declared"
+            )
         if model is msg.FedCRefFedavgReply:
             # The rows of a participant's clusters in one FedCRef group: a sum-type field,
             # masked with the others' under protection (like fkm's counts without it).

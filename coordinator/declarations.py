@@ -1,0 +1,180 @@
+"""Stage 0 of every job: the participants' declared public bounds, and the checks on them.
+
+Every participant answers a ``declare`` task with its
+:class:`protocol.declaration.Declaration`, in the clear (the disclosure ledger lists the
+bounds as ``declared``). From then on the coordinator relies on those public bounds only, so
+whatever it refuses or derives is a function of the job and the declarations, never of a
+participant's rows.
+
+Bounds of the fixed-point encodings (``coordinator.secure_sum.field_encodings``):
+
+- N = the job's ``max_rows``, or else the largest declared ``row_bound``;
+- B = the job's ``value_bound``, or else the largest declared ``value_bound`` (raw values);
+- after federated standardisation every value is a z-score (x − mean_d)/scale_d of a raw
+  |x| <= B_raw, so |z| <= B_z = max_d (B_raw + |mean_d|)/scale_d: public given the
+  declarations and the aggregate mean and scale (``protocol.standardise`` gives a constant
+  column scale 1, where the bound holds all the same). The job's ``value_bound`` then bounds
+  the standardised values and the raw moments keep B_raw;
+- 'fedcref' sums model parameters: B is the job's ``value_bound`` or
+  :data:`MODEL_PARAMETER_BOUND` (a declaration bounds data, not models).
+
+Checks, each failing the job with one line naming the participant, the job parameter and
+the declared value (all public), before any computation:
+
+- an override below what a declaration needs: ``max_rows`` under a declared ``row_bound``,
+  ``value_bound`` under a declared ``value_bound`` (a K sweep without standardisation), or
+  under B_z (with it, once mean and scale are known — before the algorithm runs);
+- 'ffcm': a participant enforcing the exact-FCM size rule whose declared bucket does not
+  guarantee N > K(F+1)/F for the job's largest K (``protocol.exact_fcm``): it would refuse
+  every round, so the job fails instead of running without it;
+- a local FCM with K centers (FedFCM, a local-only sweep) needs N >= K: a K above the
+  declared bucket's lower edge fails the job instead of failing at the participant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import numpy as np
+
+from coordinator._rounds import gather_required
+from protocol._validation import FloatArray
+from protocol.declaration import Declaration
+from protocol.errors import RefusedError
+from protocol.exact_fcm import declared_rule_refusal, largest_allowed_k
+from protocol.messages import JobCreate
+
+__all__ = ["MODEL_PARAMETER_BOUND", "DeclaringParticipant", "JobBounds", "declare_job"]
+
+#: B of a 'fedcref' job without ``value_bound``: the bound on |model parameter|.
+MODEL_PARAMETER_BOUND: Final = 1000.0
+
+
+class DeclaringParticipant(Protocol):
+    """What stage 0 needs from a participant (local, or ``RemoteParticipant``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def declare(self, roster: Sequence[str]) -> Declaration: ...
+
+
+@dataclass(frozen=True)
+class JobBounds:
+    """The N and B of a job's encodings (module docstring) and the declarations behind them.
+
+    ``value_bound`` bounds the values of the first stages: raw data (moments), or for
+    'fedcref' model parameters, or without standardisation everything.
+    """
+
+    spec: JobCreate
+    declarations: Mapping[str, Declaration]
+    max_rows: int
+    value_bound: float
+
+    def standardised(self, mean: FloatArray, scale: FloatArray) -> float:
+        """B for the standardised values: the job's ``value_bound`` if set, else B_z.
+
+        Raises:
+            ValueError: the job's ``value_bound`` is below B_z.
+        """
+        raw = max(d.value_bound for d in self.declarations.values())
+        implied = float(np.max((raw + np.abs(mean)) / scale))
+        given = self.spec.value_bound
+        if given is None:
+            return implied
+        if given < implied:
+            raise ValueError(
+                f"the job's value_bound={given!r} is below {implied!r}, the bound on the "
+                "standardised values that the participants' declared value bounds and the "
+                "federation's mean and scale imply: raise value_bound (--value-bound) to at "
+                "least that, or leave it unset to derive it."
+            )
+        return given
+
+
+def declare_job(
+    participants: Sequence[DeclaringParticipant], spec: JobCreate, *, n_features: int
+) -> JobBounds:
+    """Ask every participant's declaration, check the job against them, derive N and B.
+
+    Raises:
+        RefusedError: a participant refuses to declare (its roster rule, its policy), or
+            would refuse every round of 'ffcm' by its declared size rule.
+        ValueError: an override of the job is below what a declaration needs.
+    """
+    answers = gather_required(participants, lambda p: p.declare(spec.participants))
+    declarations = {p.name: d for p, d in zip(participants, answers, strict=True)}
+    for name, d in declarations.items():
+        if spec.max_rows is not None and spec.max_rows < d.row_bound:
+            raise ValueError(
+                f"participant {name!r} declares row_bound={d.row_bound}, above the job's "
+                f"max_rows={spec.max_rows}: raise max_rows (--max-rows) to at least "
+                f"{d.row_bound}, or leave it unset to derive it from the declarations."
+            )
+        raw_values = spec.algorithm not in ("fedcref", "fed-distill") and not spec.standardise
+        if raw_values and spec.value_bound is not None and spec.value_bound < d.value_bound:
+            raise ValueError(
+                f"participant {name!r} declares value_bound={d.value_bound!r}, above the "
+                f"job's value_bound={spec.value_bound!r}: raise value_bound (--value-bound) "
+                f"to at least {d.value_bound!r}, or leave it unset to derive it from the "
+                "declarations."
+            )
+        if spec.algorithm == "ffcm" and d.enforces_fcm_rule:
+            _require_fcm_rule(name, d, max(spec.ks), n_features)
+        _require_rows_for_k(name, d, spec)
+    return JobBounds(
+        spec=spec,
+        declarations=declarations,
+        max_rows=(
+            spec.max_rows if spec.max_rows is not None
+            else max(d.row_bound for d in declarations.values())
+        ),
+        value_bound=_first_value_bound(spec, declarations),
+    )
+
+
+def _first_value_bound(spec: JobCreate, declarations: Mapping[str, Declaration]) -> float:
+    if spec.algorithm == "fedcref":
+        return MODEL_PARAMETER_BOUND if spec.value_bound is None else spec.value_bound
+    if spec.value_bound is not None and not spec.standardise:
+        return spec.value_bound
+    return max(d.value_bound for d in declarations.values())
+
+
+def _require_rows_for_k(name: str, d: Declaration, spec: JobCreate) -> None:
+    """A local FCM with K centers (FedFCM's rounds, a local-only sweep) needs K rows: refuse
+    a K that the declared bucket does not guarantee, rather than let the participant fail on
+    its row count."""
+    needs = []
+    if spec.algorithm in ("fedfcm", "fedfcm-avg"):
+        needs.append(("k", max(spec.ks), "--k/--k-range"))
+    if spec.local_k_range is not None:
+        needs.append(("local_k_range", spec.local_k_range[1], "--local-range"))
+    for what, k, flag in needs:
+        if k > d.min_rows:
+            raise ValueError(
+                f"participant {name!r} declares {d.describe_rows()}: the job's {what} up to "
+                f"{k} needs at least {k} rows at every participant, which that bucket does "
+                f"not guarantee; lower it ({flag}) to at most {d.min_rows}, or leave the "
+                "participant out."
+            )
+
+
+def _require_fcm_rule(name: str, d: Declaration, k: int, n_features: int) -> None:
+    if declared_rule_refusal(d.row_bound, k, n_features) is None:
+        return
+    largest = largest_allowed_k(d.min_rows, n_features)
+    advice = (
+        f"lower k to at most {largest}, or leave the participant out"
+        if largest >= 2
+        else "it takes part in no exact-FCM job; leave it out of the roster"
+    )
+    raise RefusedError(
+        f"participant {name!r} declares {d.describe_rows()} and enforces the exact-FCM size "
+        f"rule (Corcuera Bárcena et al. 2021, §4): the job's k={k} needs more than "
+        f"K(F+1)/F={k * (n_features + 1) / n_features:.4g} rows of F={n_features} features, "
+        f"which that bucket does not guarantee; {advice}."
+    )
