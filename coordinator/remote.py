@@ -18,7 +18,7 @@ from protocol import messages as msg
 from protocol._validation import FloatArray
 from protocol.center_kmeans import CenterScatter, CenterSums
 from protocol.declaration import Declaration
-from protocol.errors import ProtocolError, RefusedError
+from protocol.errors import ProtocolError
 from protocol.exact_fcm import FCMSums
 from protocol.fedfcm import LocalCenters
 from protocol.standardise import MomentSums
@@ -41,15 +41,10 @@ class RemoteParticipant:
         self.n_features = n_features
         self._channel = channel
 
-    def _refused(self, reply: msg.RefusalReply) -> Exception:
-        if reply.fatal:
-            return ProtocolError(f"participant {self.name!r}: {reply.reason}")
-        return RefusedError(reply.reason)
-
     def _ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
         reply = self._channel.ask(self.name, spec)
         if isinstance(reply, msg.RefusalReply):
-            raise self._refused(reply)
+            raise reply.error(self.name)
         if not isinstance(reply, expected):
             raise ProtocolError(
                 f"participant {self.name!r} answered a {spec.kind!r} task with a "
@@ -66,7 +61,7 @@ class RemoteParticipant:
         """One stage of a secure sum (``coordinator.secure_sum``); a refusal raises."""
         reply = self._channel.ask(self.name, spec)
         if isinstance(reply, msg.RefusalReply):
-            raise self._refused(reply)
+            raise reply.error(self.name)
         return reply
 
     def declare(self, roster: Sequence[str]) -> Declaration:

@@ -292,7 +292,5 @@ class SecureMember:
         )
         reply = dispatch.execute(self.local, task, self._session)
         if isinstance(reply, msg.RefusalReply):
-            if reply.fatal:
-                raise ProtocolError(f"participant {self.name!r}: {reply.reason}")
-            raise RefusedError(reply.reason)
+            raise reply.error(self.name)
         return reply

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocol.center_kmeans import CenterScatter, CenterSums
 from protocol.declaration import Declaration
+from protocol.errors import ProtocolError, RefusedError
 from protocol.exact_fcm import FCMSums
 from protocol.fedfcm import LocalCenters
 from protocol.standardise import MomentSums
@@ -720,6 +721,12 @@ class RefusalReply(_Strict):
     reason: str = Field(min_length=1, max_length=2000)
     fatal: bool = False
 
+    def error(self, participant: str) -> Exception:
+        """The exception a coordinator raises for it: RefusedError, or for a fatal refusal
+        ProtocolError (the job cannot go on)."""
+        if self.fatal:
+            return ProtocolError(f"participant {participant!r}: {self.reason}")
+        return RefusedError(self.reason)
 
 
 class CenterSumsReply(_Strict):
