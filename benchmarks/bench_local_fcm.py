@@ -4,21 +4,26 @@ One iteration = memberships of every row to the current centers + the center upd
 for us, the Frobenius norm of the membership change used by the stopping rule). Timed on
 the same data: Gaussian rows, D=16, K=10, m=2, N in ``--sizes`` (default 1e5 and 1e6).
 
-- ours:          ``protocol.fcm._fcm_step`` (chunked; the loop body of ``protocol.fcm.fcm``).
+- ours:          ``protocol.fcm._fcm_step`` (fused block kernel; the loop body of
+                 ``protocol.fcm.fcm``), on rows checked and normed once (``protocol.rows``).
+- floor:         one streaming pass over the same data, ``X.sum(axis=0)`` and ``X.copy()``:
+                 no FCM iteration can read its N·D values faster. Ours / floor is printed.
 - scikit-fuzzy:  the body of ``cmeans``' loop: copy U, ``_cmeans0`` (centers, distances, J_m,
                  memberships), ||U - U_prev||. Its public ``cmeans(maxiter=1)`` would add a
                  random U init and a final partition coefficient.
 - fuzzy-c-means: the body of ``FCM.fit``'s loop: copy U, ``_update_centers``, ``_update_u``,
                  ||U - U_prev||.
 
-Each is warmed up once and timed as the best of ``--repeats`` runs (timeit's convention:
-the minimum is the least disturbed by other processes on a shared machine). A competitor that runs
-out of memory (or exceeds ``--budget`` seconds for one iteration) is reported and skipped for
-larger sizes. Ratios are theirs / ours (> 1: we are faster).
+Each is warmed up once; then the compared steps run interleaved (ours, floor, each
+competitor, again) ``--repeats`` times, so a disturbance by other processes on a shared
+machine hits all of them alike; median and range are printed, ratios are of medians. A
+competitor that runs out of memory (or exceeds ``--budget`` seconds for one iteration) is
+reported and skipped for larger sizes. Ratios are theirs / ours (> 1: we are faster).
 
 BLAS: the distance step uses a matrix product, so the BLAS build and thread count matter.
-``OPENBLAS_CORETYPE`` may be set in the environment (it pins OpenBLAS's kernel choice on
-machines it misdetects); it is left as found, and printed, so figures are comparable.
+Our kernel limits BLAS to one thread (its block products are small); competitors run with
+BLAS as found. ``OPENBLAS_CORETYPE`` may be set in the environment (it pins OpenBLAS's kernel
+choice on machines it misdetects); it is left as found, and printed, so figures are comparable.
 
 Set-up: pip install -e ".[bench]" && pip install --no-deps fuzzy-c-means (its metadata pins
 numpy<2, which would downgrade numpy; it runs on numpy 2).
@@ -32,31 +37,47 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from protocol._validation import FloatArray
 from protocol.fcm import _fcm_step, fcm_memberships
+from protocol.rows import as_rows
 
 D, K, M = 16, 10, 2.0
+Step = Callable[[], object]
 
 
-def _best_seconds(step: Callable[[], object], repeats: int) -> float:
-    step()  # warm-up (allocations, BLAS thread start)
-    times = []
+def _time(step: Step) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def _interleaved(steps: dict[str, Step], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each step, run in turn ``repeats`` times after one warm-up each."""
+    for step in steps.values():
+        step()  # warm-up (allocations, BLAS thread start)
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for name, step in steps.items():
+            times[name].append(_time(step))
+    return times
 
 
-def _ours(X: FloatArray, C: FloatArray) -> Callable[[], object]:
-    U = fcm_memberships(X, C, m=M)  # the previous memberships the stopping rule compares to
-    return lambda: _fcm_step(X, C, M, U, measure=True)
+def _summary(seconds: list[float]) -> str:
+    ms = np.asarray(seconds) * 1e3
+    return f"{np.median(ms):8.1f} ms  [{ms.min():.1f}, {ms.max():.1f}]"
 
 
-def _skfuzzy(X: FloatArray, C: FloatArray) -> Callable[[], object]:
+def _ours(X: FloatArray, C: FloatArray) -> Step:
+    rows = as_rows(X)  # once per job: checks and squared norms
+    U = np.ascontiguousarray(fcm_memberships(rows, C, m=M).T)  # previous memberships (K, N)
+    return lambda: _fcm_step(rows, C, M, U, measure=True)
+
+
+def _skfuzzy(X: FloatArray, C: FloatArray) -> Step:
     from skfuzzy.cluster._cmeans import _cmeans0
 
     data = np.ascontiguousarray(X.T)  # scikit-fuzzy wants (features, samples)
@@ -94,38 +115,54 @@ COMPETITORS: dict[str, Callable[[FloatArray, FloatArray], Callable[[], object]]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--budget", type=float, default=30.0, help="max seconds per iteration")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-competitors", action="store_true", help="ours and the floor only")
     args = parser.parse_args()
+    if args.repeats < 5:
+        parser.error("--repeats must be at least 5")
 
     print(f"numpy {np.__version__}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')!r}; "
-          f"cpus={os.cpu_count()}; D={D}, K={K}, m={M}; best of {args.repeats} runs")
+          f"cpus={os.cpu_count()}; D={D}, K={K}, m={M}; {args.repeats} interleaved runs, "
+          "median [min, max]")
     rng = np.random.default_rng(args.seed)
     skipped: dict[str, str] = {}
     for n in args.sizes:
         X = rng.standard_normal((n, D))
         C = X[rng.choice(n, size=K, replace=False)].copy()
-        ours = _best_seconds(_ours(X, C), args.repeats)
-        print(f"\nN={n:>9,d}  ours            {ours:9.4f} s/iter")
-        for name, make in COMPETITORS.items():
+        steps: dict[str, Step] = {
+            "ours": _ours(X, C),
+            "floor: X.sum(axis=0)": partial(np.sum, X, axis=0),
+            "floor: X.copy()": X.copy,
+        }
+        for name, make in ({} if args.no_competitors else COMPETITORS).items():
             if name in skipped:
-                print(f"             {name:<15} skipped ({skipped[name]})")
                 continue
             try:
-                theirs = _best_seconds(make(X, C), args.repeats)
-            except MemoryError:
-                skipped[name] = f"out of memory at N={n:,d}"
-                print(f"             {name:<15} failed: out of memory; skipped")
-                continue
+                steps[name] = make(X, C)
             except ImportError as exc:
                 skipped[name] = f"not installed: {exc}"
-                print(f"             {name:<15} not installed; skipped")
-                continue
-            print(f"             {name:<15} {theirs:9.4f} s/iter   ratio theirs/ours "
-                  f"{theirs / ours:6.2f}x")
-            if theirs > args.budget:
-                skipped[name] = f"over the {args.budget:g} s budget at N={n:,d}"
+        try:
+            times = _interleaved(steps, args.repeats)
+        except MemoryError:
+            print(f"N={n:,d}: out of memory; stopping")
+            return
+        ours = float(np.median(times["ours"]))
+        print(f"\nN={n:>9,d}")
+        for name, seconds in times.items():
+            median = float(np.median(seconds))
+            if name == "ours":
+                note = ""
+            elif name.startswith("floor"):
+                note = f"ours/floor {ours / median:5.2f}x"
+            else:
+                note = f"theirs/ours {median / ours:5.2f}x"
+                if median > args.budget:
+                    skipped[name] = f"over the {args.budget:g} s budget at N={n:,d}"
+            print(f"  {name:<22} {_summary(seconds)}  {note}")
+        for name, why in skipped.items():
+            print(f"  {name:<22} skipped ({why})")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,11 @@ One run, one machine, three measurements:
 Ratios are against no protection (1, 2) and per-value Paillier (3). Issue 4's aims: masking
 within 1.2x of plaintext end to end, packed Paillier at least 10x per-value throughput.
 
-Times are medians of ``--repeats`` runs.
+Job times are medians [ranges] of ``--repeats`` (at least 5) runs, the three protections
+interleaved (``benchmarks._timing``); Paillier throughput is one run of each encoding.
 
-Usage: python benchmarks/bench_protection.py [--algorithm ffcm|fedfcm|fkm] [--rows 200000]
-       [--rounds 5] [--repeats 3] [--service-rows 20000]
+Usage: python -m benchmarks.bench_protection [--algorithm ffcm|fedfcm|fkm] [--rows 200000]
+       [--rounds 5] [--repeats 5] [--service-rows 20000]
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ import numpy as np
 from numpy.typing import NDArray
 from phe import paillier
 
+from benchmarks._blobs import blobs
+from benchmarks._timing import Timing, interleaved
 from crypto.paillier import PaillierKeyPair, SlotSpec, encrypt_vector
-from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
 from fedclust.simulate import job_spec, simulate
 from protocol.messages import Algorithm, JobCreate, ProtectionScheme
@@ -42,30 +44,17 @@ K, D, PARTIES = 5, 8, 3
 SCHEMES: tuple[ProtectionScheme, ...] = ("none", "masking", "paillier")
 
 
-def federation(rows: int, seed: int = 0) -> Federation:
-    rng = np.random.default_rng(seed)
-    centers = rng.uniform(-5, 5, size=(K, D))
-    parts = tuple(
-        centers[rng.integers(K, size=rows)] + rng.standard_normal((rows, D))
-        for _ in range(PARTIES)
-    )
-    return Federation(name=f"blobs-{rows}", parts=parts)
-
-
-def median_time(repeats: int, run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def seconds(run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
 
 
 def end_to_end(
     algorithm: Algorithm, rows: int, rounds: int, repeats: int, *, service: bool
-) -> dict[str, float]:
-    fed = federation(rows)
-    out: dict[str, float] = {}
+) -> dict[str, Timing]:
+    fed = blobs(PARTIES, rows, k=K, d=D)
+    runs: dict[str, Callable[[], object]] = {}
     for scheme in SCHEMES:
         spec = job_spec(
             fed, algorithm=algorithm, ks=[K], seed=1, eps=0.0, max_rounds=rounds,
@@ -80,8 +69,8 @@ def end_to_end(
                 protection=scheme,
             )
 
-        out[scheme] = median_time(repeats, once)
-    return out
+        runs[scheme] = once
+    return interleaved(runs, repeats)
 
 
 def paillier_throughput(values: int, baseline_values: int) -> tuple[float, float]:
@@ -89,10 +78,10 @@ def paillier_throughput(values: int, baseline_values: int) -> tuple[float, float
     rng = np.random.default_rng(0)
     x: NDArray[np.float64] = rng.uniform(-1000, 1000, size=values)
     spec = SlotSpec("bench", scale_bits=24, bound=1000.0, max_parties=PARTIES)
-    packed = values / median_time(1, lambda: encrypt_vector(pair.public_key, x, spec))
+    packed = values / seconds(lambda: encrypt_vector(pair.public_key, x, spec))
     key: paillier.PaillierPublicKey = pair.public_key
-    per_value = baseline_values / median_time(
-        1, lambda: [key.encrypt(float(v), precision=2**-24) for v in x[:baseline_values]]
+    per_value = baseline_values / seconds(
+        lambda: [key.encrypt(float(v), precision=2**-24) for v in x[:baseline_values]]
     )
     return packed, per_value
 
@@ -104,7 +93,7 @@ def main() -> None:
                         help="rows per participant (service)")
     parser.add_argument("--algorithm", choices=("ffcm", "fedfcm", "fkm"), default="ffcm")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (eps = 0)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per time (median)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per time (median, >= 5)")
     args = parser.parse_args()
 
     print(
@@ -116,9 +105,10 @@ def main() -> None:
     ):
         times = end_to_end(args.algorithm, rows, args.rounds, args.repeats, service=service)
         print(f"\n{label}, {rows} rows per participant")
-        print(f"  {'protection':<10} {'seconds':>9} {'ratio':>7}")
-        for scheme, seconds in times.items():
-            print(f"  {scheme:<10} {seconds:9.2f} {seconds / times['none']:6.2f}x")
+        print(f"  {'protection':<10} {'seconds: median [range]':>26} {'ratio':>7}")
+        for scheme, timing in times.items():
+            ratio = timing.median / times["none"].median
+            print(f"  {scheme:<10} {timing.text(digits=2):>26} {ratio:6.2f}x")
 
     packed, per_value = paillier_throughput(3000, 100)
     print("\nPaillier encryption, 2048-bit key, values per second")

@@ -1,34 +1,42 @@
 """Per-round protocol overhead of the service relative to the bare core computation.
 
-One exact-sum FCM job (``ffcm``, Corcuera Bárcena et al.) at a fixed K, run three ways over
+One exact-sum FCM job (``ffcm``, Corcuera Bárcena et al.) at a fixed K, run two ways over
 the same participants' data:
 
 - ``core``: the in-process simulator (LocalParticipant objects, coordinator drivers, an
   in-process counting stand-in): the bare computation;
-- ``asgi``: the real coordinator and counting apps in this process, reached through httpx
-  over ASGI (:mod:`fedclust.asgi`, no sockets), participant agents as threads;
-- ``http``: the coordinator and counting service as separate ``fedclust ... serve``
-  processes (uvicorn) on loopback ports, participant agents as threads in this process.
+- ``service``: the real coordinator and counting apps in this process, reached through httpx
+  over ASGI (:mod:`fedclust.asgi`, no sockets), participant agents as threads; with
+  ``--http`` instead as separate ``fedclust ... serve`` processes (uvicorn) on loopback.
 
-A round's cost is measured by difference: the job runs ``R`` and ``2R`` rounds (``eps = 0``:
+A round's cost is measured by difference: a job runs ``R`` and ``2R`` rounds (``eps = 0``:
 no early stop) and per round = (T(2R) - T(R)) / R, so start-up, enrolment, the count and the
-final scoring cancel out. Printed: seconds per round per mode and the ratios to ``core``,
-all measured in the same run.
+final scoring cancel out. The service stays up; each repetition runs core 2R, core R,
+service 2R, service R in turn (interleaved, so a slow moment of the machine hits every
+variant), at least 5 repetitions. Printed per participant count: the median per-round time
+of each and of the overhead (service - core of the same repetition) with its range.
 
-Run: ``python benchmarks/bench_protocol_overhead.py [--participants 3 10 30] [--rows 2000]``
+Every agent fsyncs its audit log before each contribution; on one shared disk those fsyncs
+queue behind each other, unlike organisations' own machines: with ``TMPDIR=/dev/shm`` the
+federation's files (agents' state and audit logs, the coordinator's database) are on tmpfs.
+
+Run: ``python -m benchmarks.bench_protocol_overhead [--participants 30 300] [--rows 500]``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import numpy as np
 
+from benchmarks._timing import MIN_REPEATS, Timing
 from coordinator.app import create_app as create_coordinator
 from coordinator.job import run_job
 from coordinator.settings import CoordinatorSettings
@@ -122,81 +130,87 @@ def time_job(client: AnalystClient, spec: JobCreate) -> float:
     return (job.updated_at - job.created_at).total_seconds()
 
 
-def run_service(
-    files: FederationFiles, specs: list[JobCreate], mode: str
-) -> list[float]:
+@contextlib.contextmanager
+def service(files: FederationFiles, http: bool) -> Iterator[AnalystClient]:
+    """The coordinator and counting service with every participant enrolled."""
     names = list(files.participants)
     config = AnalystConfig(files.coordinator_url, files.analyst_token)
-    if mode == "asgi":
-        counting_app = create_counting(CountingSettings.from_file(files.counting))
-        with InProcessApp(counting_app, counting_app.router.lifespan_context) as counting:
+    with contextlib.ExitStack() as stack:
+        if http:
+            logs = files.root / "logs"
+            logs.mkdir(exist_ok=True)
+            demo = Demo(files=files, logs=logs)
+            stack.callback(demo.stop)
+            demo.start("counting", "counter", "serve", "--config", str(files.counting))
+            demo.start("coordinator", "coordinator", "serve", "--config", str(files.coordinator))
+            demo.wait_healthy(files.counting_url)
+            demo.wait_healthy(files.coordinator_url)
+            stack.callback(Agents(files).close)
+            client = stack.enter_context(AnalystClient(config))
+        else:
+            counting_app = create_counting(CountingSettings.from_file(files.counting))
+            counting = stack.enter_context(
+                InProcessApp(counting_app, counting_app.router.lifespan_context)
+            )
             coordinator_app = create_coordinator(
                 CoordinatorSettings.from_file(files.coordinator),
                 counting_transport=counting.transport(),
             )
-            with InProcessApp(
-                coordinator_app, coordinator_app.router.lifespan_context
-            ) as coordinator:
-                agents = Agents(
-                    files, transport=coordinator.transport(),
-                    counting_transport=counting.transport(),
-                )
-                try:
-                    with AnalystClient(config, transport=coordinator.transport()) as client:
-                        client.wait_enrolled(names, timeout=120)
-                        return [time_job(client, s) for s in specs]
-                finally:
-                    agents.close()
-    logs = files.root / "logs"
-    logs.mkdir(exist_ok=True)
-    demo = Demo(files=files, logs=logs)
-    try:
-        demo.start("counting", "counter", "serve", "--config", str(files.counting))
-        demo.start("coordinator", "coordinator", "serve", "--config", str(files.coordinator))
-        demo.wait_healthy(files.counting_url)
-        demo.wait_healthy(files.coordinator_url)
-        agents = Agents(files)
-        try:
-            with AnalystClient(config) as client:
-                client.wait_enrolled(names, timeout=120)
-                return [time_job(client, s) for s in specs]
-        finally:
-            agents.close()
-    finally:
-        demo.stop()
+            coordinator = stack.enter_context(
+                InProcessApp(coordinator_app, coordinator_app.router.lifespan_context)
+            )
+            agents = Agents(
+                files, transport=coordinator.transport(), counting_transport=counting.transport()
+            )
+            stack.callback(agents.close)
+            client = stack.enter_context(
+                AnalystClient(config, transport=coordinator.transport())
+            )
+        client.wait_enrolled(names, timeout=300)
+        yield client
 
 
-def per_round(times: list[float], rounds: int) -> float:
-    return (times[1] - times[0]) / rounds
+def measure(
+    n: int, rows: int, rounds: int, repeats: int, seed: int, http: bool
+) -> dict[str, Timing]:
+    """Per-round seconds of core, service and their difference, one sample per repetition."""
+    parts = make_parts(n, rows, seed)
+    names = [f"p{i}" for i in range(n)]
+    short, long = spec_for(names, rounds, seed), spec_for(names, 2 * rounds, seed)
+    samples: dict[str, list[float]] = {"core": [], "service": [], "overhead": []}
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+        files = write_files(Path(tmp), parts)
+        with service(files, http) as client:
+            for _ in range(max(repeats, MIN_REPEATS)):
+                core = (time_core(parts, long) - time_core(parts, short)) / rounds
+                served = (time_job(client, long) - time_job(client, short)) / rounds
+                samples["core"].append(core)
+                samples["service"].append(served)
+                samples["overhead"].append(served - core)
+    return {name: Timing(tuple(values)) for name, values in samples.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--participants", type=int, nargs="+", default=[3, 10, 30])
-    parser.add_argument("--rows", type=int, default=2000, help="rows per participant")
+    parser.add_argument("--participants", type=int, nargs="+", default=[30, 300])
+    parser.add_argument("--rows", type=int, default=500, help="rows per participant")
     parser.add_argument("--rounds", type=int, default=10, help="R (the jobs run R and 2R)")
+    parser.add_argument("--repeats", type=int, default=MIN_REPEATS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--http", action="store_true",
+                        help="separate coordinator and counting processes on loopback")
     args = parser.parse_args()
     R = args.rounds
-    print(f"ffcm, K={K}, D={D}, {args.rows} rows per participant; per round = "
-          f"(T({2 * R} rounds) - T({R} rounds)) / {R}")
-    print(f"{'participants':>12} {'core ms':>9} {'asgi ms':>9} {'http ms':>9} "
-          f"{'asgi/core':>10} {'http/core':>10}")
+    print(f"ffcm, K={K}, D={D}, {args.rows} rows per participant, "
+          f"{'loopback HTTP' if args.http else 'in-process HTTP (ASGI)'}; per round = "
+          f"(T({2 * R} rounds) - T({R} rounds)) / {R}; median [range] of "
+          f"{max(args.repeats, MIN_REPEATS)} interleaved repetitions, ms")
+    print(f"{'participants':>12}  {'core':>22}  {'service':>22}  {'overhead':>22}")
     for n in args.participants:
-        parts = make_parts(n, args.rows, args.seed)
-        names = [f"p{i}" for i in range(n)]
-        specs = [spec_for(names, R, args.seed), spec_for(names, 2 * R, args.seed)]
-        # the bare computation is short: best of 3 per job length
-        core = per_round([min(time_core(parts, s) for _ in range(3)) for s in specs], R)
-        measured: dict[str, float] = {}
-        for mode in ("asgi", "http"):
-            with tempfile.TemporaryDirectory(prefix=f"bench-{mode}-") as tmp:
-                files = write_files(Path(tmp), parts)
-                measured[mode] = per_round(run_service(files, specs, mode), R)
+        t = measure(n, args.rows, R, args.repeats, args.seed, args.http)
         print(
-            f"{n:>12} {1e3 * core:9.2f} {1e3 * measured['asgi']:9.2f} "
-            f"{1e3 * measured['http']:9.2f} {measured['asgi'] / core:10.1f} "
-            f"{measured['http'] / core:10.1f}",
+            f"{n:>12}  {t['core'].text(1e-3, 1):>22}  {t['service'].text(1e-3, 1):>22}  "
+            f"{t['overhead'].text(1e-3, 1):>22}",
             flush=True,
         )
 

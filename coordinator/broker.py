@@ -1,32 +1,44 @@
-"""The task broker: the coordinator's :class:`~coordinator.remote.TaskChannel` over the database.
+"""The task broker: the coordinator's :class:`~coordinator.remote.TaskChannel`.
 
+A running job's hot state lives in memory (its spec, task counters, open tasks, progress);
+the database is its durable log, written through a :class:`~coordinator.journal.Journal`.
 A job's runner asks ``channel.ask(participant, spec)``; the broker gives the task the next
-id of that (job, participant) pair — counters live in memory and restart at 0 whenever the
-runner (re)starts the job — and then:
+id of that (job, participant) pair — counters restart at 0 whenever the runner (re)starts the
+job — and then:
 
-- if the database already holds that task with a reply, the stored spec must equal the new
-  one and the stored reply is returned without asking again: a restarted coordinator replays
-  the job's history and resumes exactly where it stopped (every participant answer is exact,
-  so the replayed computation is bit-identical);
-- otherwise the task is stored (if new) and the caller waits on a condition variable until
-  the participant's contribution arrives, the job is cancelled, the broker closes, or
-  ``timeout`` seconds pass.
+- if the job's log (read once when the run opens) holds that task with a reply, the stored
+  spec must equal the new one and the stored reply is returned without asking again: a
+  restarted coordinator replays the job's history and resumes exactly where it stopped
+  (every participant answer is exact, so the replayed computation is bit-identical);
+- otherwise the task is recorded (if new) and handed out once every reply received before
+  it is stored (one transaction per round, see :mod:`coordinator.journal`); the caller
+  waits until the participant's contribution arrives, the job is cancelled, the broker
+  closes, or ``timeout`` seconds pass.
 
-Participants fetch their oldest open task with :meth:`Broker.next_task` (long poll) and
-answer with :meth:`Broker.submit`, which refuses — changing nothing — a contribution for an
-unknown, closed or already answered task, or one whose kind or shapes do not fit the task.
+Participants fetch their oldest open task with :meth:`Broker.poll`, which registers a wake-up
+callback when there is none (the API's long poll waits on it), and answer with
+:meth:`Broker.submit`, which refuses — changing nothing — a contribution for an unknown,
+closed or already answered task, or one whose kind or shapes do not fit the task. A task's
+large strings are stored once as blobs (:mod:`protocol.blobs`); a participant may ask for
+the task with references instead and fetch each blob it was handed (:meth:`Broker.blob`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from pydantic import TypeAdapter
 
-from coordinator.db import Database
+from coordinator.db import Database, JobRecord, TaskRecord
+from coordinator.journal import Journal
 from protocol import messages as msg
+from protocol.blobs import externalise, inline
 from protocol.errors import ProtocolError, UnavailableError
 
 __all__ = [
@@ -38,7 +50,6 @@ __all__ = [
     "TaskTimeoutError",
 ]
 
-_SPEC: TypeAdapter[msg.TaskSpec] = TypeAdapter(msg.TaskSpec)
 _REPLY: TypeAdapter[msg.Reply] = TypeAdapter(msg.Reply)
 
 
@@ -63,11 +74,30 @@ class ContributionRejectedError(Exception):
         self.message = message
 
 
+@dataclass(eq=False)
+class _Open:
+    """A task handed out (or about to be) and not yet answered."""
+
+    job_id: str
+    participant: str
+    task_id: int
+    spec: msg.TaskSpec
+    body: bytes  # the Task as JSON
+    body_refs: bytes  # the same with blob references
+    blobs: dict[str, bytes]  # by SHA-256
+    answered: threading.Condition
+    reply: msg.Reply | None = None
+
+
 @dataclass
 class _Live:
     """In-memory state of one running job."""
 
+    job: JobRecord
+    log: dict[tuple[str, int], TaskRecord]
     counters: dict[str, int] = field(default_factory=dict)
+    open: dict[tuple[str, int], _Open] = field(default_factory=dict)
+    cancelled: bool = False
     stage: str = "starting"
     k: int | None = None
     round: int | None = None
@@ -76,47 +106,60 @@ class _Live:
     answered: list[str] = field(default_factory=list)
 
 
+def _compact(doc: object) -> str:
+    return json.dumps(doc, separators=(",", ":"))
+
+
 class Broker:
-    """Tasks of every job, waiting with :class:`threading.Condition`; see the module doc."""
+    """Tasks of every running job, in memory; see the module doc."""
 
     def __init__(self, db: Database, *, timeout: float) -> None:
         self._db = db
+        self._journal = Journal(db)
         self._timeout = timeout
         self._lock = threading.RLock()
-        self._replies = threading.Condition(self._lock)
-        self._tasks = threading.Condition(self._lock)
-        self._delivered: dict[tuple[str, str, int], msg.Reply] = {}
         self._live: dict[str, _Live] = {}
-        self._cancelled: set[str] = set()
+        self._queues: dict[str, list[_Open]] = {}  # per participant, oldest first
+        self._watchers: dict[str, list[Callable[[], None]]] = {}  # per participant
+        self._granted: dict[str, dict[str, str]] = {}  # per participant: blob -> job id
         self._closed = False
-        self._new_tasks: dict[str, int] = {}  # per participant: bumped when a task is stored
 
     # -- runner side ------------------------------------------------------------------------------
-    def open_job(self, job_id: str) -> JobChannel:
-        """A channel for a (re)started run of ``job_id``; its task counters start at 0."""
+    def open_job(self, job: JobRecord) -> JobChannel:
+        """A channel for a (re)started run of ``job``; its task counters start at 0."""
+        log = self._db.job_log(job.id)
         with self._lock:
-            self._live[job_id] = _Live()
-            self._cancelled.discard(job_id)
-        return JobChannel(self, job_id)
+            self._live[job.id] = _Live(job=job, log=log)
+        return JobChannel(self, job.id)
 
     def close_job(self, job_id: str) -> None:
-        """Forget the in-memory state of a job whose run has ended."""
+        """Store what is pending and forget the in-memory state of a job whose run ended."""
         with self._lock:
-            self._live.pop(job_id, None)
-            self._cancelled.discard(job_id)
-            for key in [key for key in self._delivered if key[0] == job_id]:
-                del self._delivered[key]
+            live = self._live.pop(job_id, None)
+            if live is not None:
+                for task in live.open.values():
+                    self._queues[task.participant].remove(task)
+            for granted in self._granted.values():
+                for name in [name for name, job in granted.items() if job == job_id]:
+                    del granted[name]
+        self._journal.flush()
+
+    def flush(self) -> None:
+        """Store every pending task, reply and progress (before a job's final state)."""
+        self._journal.flush()
 
     def set_stage(
         self, job_id: str, stage: str, k: int | None, round_: int | None, shift: float | None
     ) -> msg.JobProgress | None:
-        """Record where the job is; returns the new progress snapshot."""
+        """Record where the job is (stored with the next write); the new progress snapshot."""
         with self._lock:
             live = self._live.get(job_id)
             if live is None:
                 return None
             live.stage, live.k, live.round, live.shift = stage, k, round_, shift
-            return self._snapshot(live)
+            snapshot = self._snapshot(live)
+        self._journal.set_progress(job_id, snapshot)
+        return snapshot
 
     def progress(self, job_id: str) -> msg.JobProgress | None:
         """The live progress of a running job (None when it is not running here)."""
@@ -134,16 +177,27 @@ class Broker:
     def cancel(self, job_id: str) -> None:
         """Wake the job's waiting tasks with :class:`JobCancelledError`."""
         with self._lock:
-            self._cancelled.add(job_id)
-            self._replies.notify_all()
-            self._tasks.notify_all()
+            live = self._live.get(job_id)
+            if live is not None:
+                live.cancelled = True
+                for task in live.open.values():
+                    task.answered.notify_all()
 
     def close(self) -> None:
-        """Shut down: every waiting ask raises :class:`BrokerClosedError`, long polls return."""
+        """Shut down: store what is pending; every waiting ask raises
+        :class:`BrokerClosedError` and long polls return."""
         with self._lock:
             self._closed = True
-            self._replies.notify_all()
-            self._tasks.notify_all()
+            for live in self._live.values():
+                for task in live.open.values():
+                    task.answered.notify_all()
+            for participant in list(self._watchers):
+                self._wake(participant)
+        self._journal.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def ask(self, job_id: str, participant: str, spec: msg.TaskSpec) -> msg.Reply:
         """Deliver one task and wait for its reply (or replay the stored one)."""
@@ -151,110 +205,181 @@ class Broker:
             live = self._live.get(job_id)
             if live is None:
                 raise RuntimeError(f"job {job_id!r} is not open in this broker")
-            self._raise_if_stopped(job_id)
+            self._raise_if_stopped(live)
             task_id = live.counters.get(participant, 0)
             live.counters[participant] = task_id + 1
-            key = (job_id, participant, task_id)
-            stored = self._db.task(job_id, participant, task_id)
-            if stored is not None:
-                if _SPEC.validate_json(stored.spec_json) != spec:
-                    raise ProtocolError(
-                        f"job {job_id!r} cannot resume: task {task_id} of participant "
-                        f"{participant!r} differs from the stored one."
-                    )
-                if stored.reply_json is not None:
-                    self._delivered.pop(key, None)
-                    return _REPLY.validate_json(stored.reply_json)
-            else:
-                self._db.add_task(
-                    job_id, participant, task_id, kind=spec.kind, spec_json=spec.model_dump_json()
+            stored = live.log.pop((participant, task_id), None)
+        task = msg.Task(
+            job_id=job_id, task_id=task_id, algorithm=live.job.spec.algorithm, spec=spec
+        )
+        body = task.model_dump_json()
+        doc = json.loads(body)
+        blobs: dict[str, bytes] = {}
+        with_refs = externalise(doc, blobs)
+        if stored is not None:
+            if inline(json.loads(stored.spec_json), self._stored_blob) != doc["spec"]:
+                raise ProtocolError(
+                    f"job {job_id!r} cannot resume: task {task_id} of participant "
+                    f"{participant!r} differs from the stored one."
                 )
-                self._new_tasks[participant] = self._new_tasks.get(participant, 0) + 1
-                self._tasks.notify_all()
+            if stored.reply_json is not None:
+                return _REPLY.validate_json(stored.reply_json)
+        else:
+            record = TaskRecord(
+                job_id=job_id, participant=participant, task_id=task_id, kind=spec.kind,
+                spec_json=_compact(with_refs["spec"]), reply_json=None,
+            )
+            self._journal.add_task(record, blobs)
+        self._journal.flush_replies()  # every answer the task may derive from is stored
+        opened = _Open(
+            job_id=job_id, participant=participant, task_id=task_id, spec=spec,
+            body=body.encode(), body_refs=_compact(with_refs).encode() if blobs else body.encode(),
+            blobs=blobs, answered=threading.Condition(self._lock),
+        )
+        with self._lock:
+            live.open[(participant, task_id)] = opened
+            self._queues.setdefault(participant, []).append(opened)
+            self._wake(participant)
             if not live.awaiting:
                 live.answered.clear()
             live.awaiting.add(participant)
             deadline = time.monotonic() + self._timeout
             try:
-                while True:
-                    reply = self._delivered.pop(key, None)
-                    if reply is not None:
-                        live.answered.append(participant)
-                        return reply
-                    self._raise_if_stopped(job_id)
+                while opened.reply is None:
+                    self._raise_if_stopped(live)
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise TaskTimeoutError(
                             f"participant {participant!r} did not answer task {task_id} "
                             f"({spec.kind}) within {self._timeout:g} s"
                         )
-                    self._replies.wait(remaining)
+                    opened.answered.wait(remaining)
+                live.answered.append(participant)
+                return opened.reply
             finally:
                 live.awaiting.discard(participant)
 
-    def _raise_if_stopped(self, job_id: str) -> None:
+    def _stored_blob(self, name: str) -> bytes:
+        data = self._db.blob(name)
+        if data is None:
+            raise ProtocolError(f"the database has lost blob {name}; the job cannot resume")
+        return data
+
+    def _raise_if_stopped(self, live: _Live) -> None:
         if self._closed:
             raise BrokerClosedError("the coordinator is shutting down")
-        if job_id in self._cancelled:
-            raise JobCancelledError(f"job {job_id!r} was cancelled")
+        if live.cancelled:
+            raise JobCancelledError(f"job {live.job.id!r} was cancelled")
 
     # -- participant side -------------------------------------------------------------------------
-    def next_task(self, participant: str, wait: float) -> msg.Task | None:
-        """The participant's oldest open task, waiting up to ``wait`` seconds for one."""
-        deadline = time.monotonic() + wait
+    def poll(
+        self, participant: str, *, blobs: bool, wake: Callable[[], None] | None = None
+    ) -> bytes | None:
+        """The participant's oldest open task as JSON (with blob references when ``blobs``);
+        when it has none, ``wake`` (if given) is called once a task arrives or the broker
+        closes, unless :meth:`unwatch` removes it first."""
         with self._lock:
-            while True:
-                seen = self._new_tasks.get(participant, 0)
-                found = self._db.oldest_open_task(participant)
-                if found is not None:
-                    record, algorithm = found
-                    return msg.Task(
-                        job_id=record.job_id,
-                        task_id=record.task_id,
-                        algorithm=algorithm,
-                        spec=_SPEC.validate_json(record.spec_json),
-                    )
-                while self._new_tasks.get(participant, 0) == seen:  # only this one's news
-                    remaining = deadline - time.monotonic()
-                    if self._closed or remaining <= 0:
-                        return None
-                    self._tasks.wait(remaining)
+            queue = self._queues.get(participant)
+            if queue:
+                task = queue[0]
+                if not blobs:
+                    return task.body
+                granted = self._granted.setdefault(participant, {})
+                granted.update(dict.fromkeys(task.blobs, task.job_id))
+                return task.body_refs
+            if wake is not None and not self._closed:
+                self._watchers.setdefault(participant, []).append(wake)
+            return None
+
+    def unwatch(self, participant: str, wake: Callable[[], None]) -> None:
+        """Forget a wake-up callback registered by :meth:`poll` (no-op when already called)."""
+        with self._lock:
+            watchers = self._watchers.get(participant, [])
+            if wake in watchers:
+                watchers.remove(wake)
+
+    def _wake(self, participant: str) -> None:
+        for wake in self._watchers.pop(participant, []):
+            with contextlib.suppress(RuntimeError):  # its event loop has closed
+                wake()
+
+    def blob(self, participant: str, name: str) -> bytes | None:
+        """A blob of a task handed to ``participant`` (None if it was handed no such blob):
+        from its open tasks, else from the database."""
+        with self._lock:
+            if name not in self._granted.get(participant, {}):
+                return None
+            for task in self._queues.get(participant, []):
+                if name in task.blobs:
+                    return task.blobs[name]
+        return self._db.blob(name)
 
     def submit(self, participant: str, contribution: msg.Contribution) -> None:
         """Accept a contribution or raise :class:`ContributionRejectedError` (nothing changes)."""
-        job_id, task_id = contribution.job_id, contribution.task_id
+        job_id, task_id, key = contribution.job_id, contribution.task_id, (
+            participant, contribution.task_id
+        )
+        with self._lock:
+            live = self._live.get(job_id)
+            if live is not None:
+                task = self._open_task(live, participant, task_id)
+        if live is None:
+            self._reject_stored(participant, job_id, task_id)
+        try:
+            msg.check_reply(task.spec, contribution.reply, live.job.n_features)
+        except ValueError as exc:
+            raise ContributionRejectedError(422, str(exc)) from None
+        record = TaskRecord(
+            job_id=job_id, participant=participant, task_id=task_id, kind=task.spec.kind,
+            spec_json="", reply_json=contribution.reply.model_dump_json(),
+        )
+        with self._lock:
+            if task.reply is not None or live.open.get(key) is not task:
+                raise ContributionRejectedError(
+                    409, f"task {task_id} of job {job_id!r} is no longer open"
+                )
+            task.reply = contribution.reply
+            del live.open[key]
+            self._queues[participant].remove(task)
+            self._journal.add_reply(record)
+            task.answered.notify_all()
+            closed = self._closed
+        if closed:  # nothing will flush it later
+            self._journal.flush()
+
+    def _open_task(self, live: _Live, participant: str, task_id: int) -> _Open:
+        job_id = live.job.id
+        if participant not in live.job.spec.participants:
+            raise ContributionRejectedError(403, f"job {job_id!r} is not a job of this participant")
+        task = live.open.get((participant, task_id))
+        if task is not None and not live.cancelled:
+            return task
+        if task_id >= live.counters.get(participant, 0):
+            raise ContributionRejectedError(
+                404, f"job {job_id!r} has no task {task_id} for this participant"
+            )
+        if task is None:
+            raise ContributionRejectedError(
+                409, f"task {task_id} of job {job_id!r} is already answered"
+            )
+        raise ContributionRejectedError(
+            409, f"job {job_id!r} is cancelled; task {task_id} is no longer open"
+        )
+
+    def _reject_stored(self, participant: str, job_id: str, task_id: int) -> NoReturn:
+        """Why a contribution to a job not running here is refused."""
         job = self._db.job(job_id)
         if job is None:
             raise ContributionRejectedError(404, f"job {job_id!r} does not exist")
         if participant not in job.spec.participants:
             raise ContributionRejectedError(403, f"job {job_id!r} is not a job of this participant")
-        record = self._db.task(job_id, participant, task_id)
-        if record is None:
-            raise ContributionRejectedError(
-                404, f"job {job_id!r} has no task {task_id} for this participant"
-            )
-        if record.reply_json is not None:
-            raise ContributionRejectedError(
-                409, f"task {task_id} of job {job_id!r} is already answered"
-            )
         if job.state != "running":
             raise ContributionRejectedError(
                 409, f"job {job_id!r} is {job.state}; task {task_id} is no longer open"
             )
-        spec = _SPEC.validate_json(record.spec_json)
-        try:
-            msg.check_reply(spec, contribution.reply, job.n_features)
-        except ValueError as exc:
-            raise ContributionRejectedError(422, str(exc)) from None
-        with self._lock:
-            if not self._db.set_reply(
-                job_id, participant, task_id, contribution.reply.model_dump_json()
-            ):
-                raise ContributionRejectedError(
-                    409, f"task {task_id} of job {job_id!r} is no longer open"
-                )
-            self._delivered[(job_id, participant, task_id)] = contribution.reply
-            self._replies.notify_all()
+        raise ContributionRejectedError(
+            409, f"job {job_id!r} is not running here yet; task {task_id} is not open"
+        )
 
 
 class JobChannel:

@@ -6,8 +6,15 @@ Tables:
   algorithms); credentials live in the settings, never here;
 - ``jobs``: the spec (JSON), state, result document (JSON), error, progress (JSON),
   timestamps;
-- ``tasks``: one row per (job, participant, task_id) with the task spec (JSON) and the
-  participant's reply (JSON, null while open).
+- ``tasks``: one row per (job, participant, task_id) with the task spec (JSON, its large
+  strings as references into ``blobs``);
+- ``replies``: the participant's reply (JSON) to a task, one row per answered task (kept out
+  of ``tasks``);
+- ``blobs``: large strings by SHA-256 (``protocol.blobs``), each stored once however many
+  tasks carry it.
+
+The broker keeps running jobs in memory and writes through :meth:`Database.write`, one
+transaction per :class:`Batch`.
 
 Rows are storage classes; :class:`JobRecord`, :class:`TaskRecord` and
 :class:`ParticipantRecord` are the plain values the rest of the service sees. Every call
@@ -16,23 +23,25 @@ opens a short session; sqlite connections are shared across threads behind one l
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
-    Boolean,
     DateTime,
     ForeignKey,
     Integer,
+    LargeBinary,
     String,
     Text,
     create_engine,
     event,
+    insert,
     inspect,
     select,
     text,
@@ -42,9 +51,11 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from protocol.blobs import inline, references
 from protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
 
 __all__ = [
+    "Batch",
     "Database",
     "JobRecord",
     "ParticipantRecord",
@@ -98,11 +109,25 @@ class _TaskRow(_Base):
     participant: Mapped[str] = mapped_column(String(64), primary_key=True)
     task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))
-    spec: Mapped[str] = mapped_column(Text)
-    reply: Mapped[str | None] = mapped_column(Text, nullable=True)
+    spec: Mapped[str] = mapped_column(Text)  # large strings as blob references
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    answered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    open: Mapped[bool] = mapped_column(Boolean, default=True, index=True)
+
+
+class _ReplyRow(_Base):
+    __tablename__ = "replies"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    participant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reply: Mapped[str] = mapped_column(Text)
+    answered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class _BlobRow(_Base):
+    __tablename__ = "blobs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 @dataclass(frozen=True)
@@ -144,6 +169,20 @@ class TaskRecord:
     reply_json: str | None
 
 
+@dataclass
+class Batch:
+    """Writes that go to the database in one transaction (:meth:`Database.write`): new tasks
+    (``spec_json`` with blob references), replies, the blobs referred to, job progress."""
+
+    tasks: list[TaskRecord] = field(default_factory=list)
+    replies: list[TaskRecord] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    progress: dict[str, JobProgress] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks or self.replies or self.progress)
+
+
 def _participant(row: _ParticipantRow) -> ParticipantRecord:
     return ParticipantRecord(
         id=row.id,
@@ -169,11 +208,14 @@ def _job(row: _JobRow) -> JobRecord:
     )
 
 
-def _task(row: _TaskRow) -> TaskRecord:
-    return TaskRecord(
-        job_id=row.job_id, participant=row.participant, task_id=row.task_id, kind=row.kind,
-        spec_json=row.spec, reply_json=row.reply,
-    )
+_MOVE_REPLIES = (
+    "INSERT INTO tasks (job_id, participant, task_id, kind, spec, created_at) "
+    "SELECT job_id, participant, task_id, kind, spec, created_at FROM tasks_with_replies",
+    "INSERT INTO replies (job_id, participant, task_id, reply, answered_at) "
+    "SELECT job_id, participant, task_id, reply, COALESCE(answered_at, created_at) "
+    "FROM tasks_with_replies WHERE reply IS NOT NULL",
+    "DROP TABLE tasks_with_replies",
+)
 
 
 def _sqlite_wal(connection: Any, _record: Any) -> None:
@@ -202,8 +244,20 @@ class Database:
 
     def create_all(self) -> None:
         """Create the tables that do not exist yet, and add the columns later versions added
-        to existing tables (nullable, so old rows stay valid)."""
+        to existing tables (nullable, so old rows stay valid); a ``tasks`` table that still
+        holds replies (an older coordinator's) has them moved into ``replies``."""
+        tables = inspect(self.engine).get_table_names()
+        old_tasks = "tasks" in tables and "reply" in {
+            c["name"] for c in inspect(self.engine).get_columns("tasks")
+        }
+        if old_tasks:
+            with self.engine.begin() as connection:
+                connection.execute(text("ALTER TABLE tasks RENAME TO tasks_with_replies"))
         _Base.metadata.create_all(self.engine)
+        if old_tasks:
+            with self.engine.begin() as connection:
+                for statement in _MOVE_REPLIES:
+                    connection.execute(text(statement))
         have = {c["name"] for c in inspect(self.engine).get_columns("participants")}
         if "identity_key" not in have:
             with self.engine.begin() as connection:
@@ -290,81 +344,85 @@ class Database:
             query = query.where(_JobRow.state.in_(list(only_from)))
         with self._session() as s:
             changed: int = s.execute(query.values(**values)).rowcount  # type: ignore[attr-defined]
-            if state not in ("pending", "running"):
-                s.execute(
-                    update(_TaskRow).where(_TaskRow.job_id == job_id).values(open=False)
-                )
             return changed > 0
 
-    def set_progress(self, job_id: str, progress: JobProgress) -> None:
-        with self._session() as s:
-            s.execute(
-                update(_JobRow)
-                .where(_JobRow.id == job_id)
-                .values(progress=progress.model_dump_json(), updated_at=_now())
-            )
-
     # -- tasks ----------------------------------------------------------------------------------
-    def task(self, job_id: str, participant: str, task_id: int) -> TaskRecord | None:
+    def write(self, batch: Batch) -> None:
+        """Store new tasks, replies, blobs and progress in one transaction."""
+        now = _now()
         with self._session() as s:
-            row = s.get(_TaskRow, (job_id, participant, task_id))
-            return None if row is None else _task(row)
-
-    def add_task(
-        self, job_id: str, participant: str, task_id: int, *, kind: str, spec_json: str
-    ) -> None:
-        """Store a new open task."""
-        with self._session() as s:
-            s.add(
-                _TaskRow(
-                    job_id=job_id, participant=participant, task_id=task_id, kind=kind,
-                    spec=spec_json, reply=None, created_at=_now(), open=True,
+            if batch.blobs:
+                have = set(
+                    s.scalars(select(_BlobRow.sha256).where(_BlobRow.sha256.in_(list(batch.blobs))))
                 )
-            )
-
-    def set_reply(self, job_id: str, participant: str, task_id: int, reply_json: str) -> bool:
-        """Store the reply of an open task; False when it already has one or is closed."""
-        with self._session() as s:
-            result = s.execute(
-                update(_TaskRow)
-                .where(
-                    _TaskRow.job_id == job_id,
-                    _TaskRow.participant == participant,
-                    _TaskRow.task_id == task_id,
-                    _TaskRow.reply.is_(None),
-                    _TaskRow.open.is_(True),
+                new = [{"sha256": k, "data": v} for k, v in batch.blobs.items() if k not in have]
+                if new:
+                    s.execute(insert(_BlobRow), new)
+            if batch.tasks:
+                s.execute(insert(_TaskRow), [
+                    {"job_id": t.job_id, "participant": t.participant, "task_id": t.task_id,
+                     "kind": t.kind, "spec": t.spec_json, "created_at": now}
+                    for t in batch.tasks
+                ])
+            if batch.replies:
+                s.execute(insert(_ReplyRow), [
+                    {"job_id": r.job_id, "participant": r.participant, "task_id": r.task_id,
+                     "reply": r.reply_json, "answered_at": now}
+                    for r in batch.replies
+                ])
+            for job_id, progress in batch.progress.items():
+                s.execute(
+                    update(_JobRow)
+                    .where(_JobRow.id == job_id)
+                    .values(progress=progress.model_dump_json(), updated_at=now)
                 )
-                .values(reply=reply_json, answered_at=_now(), open=False)
-            )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    def tasks(self, job_id: str) -> list[TaskRecord]:
-        """Every stored task of a job, by participant and task id."""
+    def blob(self, sha256: str) -> bytes | None:
+        """A stored blob by its SHA-256 hex digest."""
+        with self._session() as s:
+            row = s.get(_BlobRow, sha256)
+            return None if row is None else row.data
+
+    def job_log(self, job_id: str) -> dict[tuple[str, int], TaskRecord]:
+        """Every stored task of a job by (participant, task id), specs as stored (with blob
+        references), replies where answered."""
         query = (
-            select(_TaskRow)
+            select(_TaskRow, _ReplyRow.reply)
+            .outerjoin(
+                _ReplyRow,
+                (_ReplyRow.job_id == _TaskRow.job_id)
+                & (_ReplyRow.participant == _TaskRow.participant)
+                & (_ReplyRow.task_id == _TaskRow.task_id),
+            )
             .where(_TaskRow.job_id == job_id)
             .order_by(_TaskRow.participant, _TaskRow.task_id)
         )
         with self._session() as s:
-            return [_task(r) for r in s.scalars(query)]
+            return {
+                (row.participant, row.task_id): TaskRecord(
+                    job_id=row.job_id, participant=row.participant, task_id=row.task_id,
+                    kind=row.kind, spec_json=row.spec, reply_json=reply,
+                )
+                for row, reply in s.execute(query)
+            }
 
-    def oldest_open_task(self, participant: str) -> tuple[TaskRecord, str] | None:
-        """The participant's oldest unanswered task of a running job, with the algorithm."""
-        query = (
-            select(_TaskRow, _JobRow.algorithm)
-            .join(_JobRow, _JobRow.id == _TaskRow.job_id)
-            .where(
-                _TaskRow.participant == participant,
-                _TaskRow.open.is_(True),
-                _JobRow.state == "running",
-            )
-            .order_by(_TaskRow.created_at, _TaskRow.job_id, _TaskRow.task_id)
-            .limit(1)
-        )
-        with self._session() as s:
-            found = s.execute(query).first()
-            if found is None:
-                return None
-            row, algorithm = found
-            return _task(row), algorithm
+    def tasks(self, job_id: str) -> list[TaskRecord]:
+        """Every stored task of a job, by participant and task id, blobs put back."""
+        records = list(self.job_log(job_id).values())
+        cache: dict[str, bytes] = {}
 
+        def fetch(name: str) -> bytes:
+            if name not in cache:
+                data = self.blob(name)
+                if data is None:
+                    raise LookupError(f"blob {name} of job {job_id!r} is missing")
+                cache[name] = data
+            return cache[name]
+
+        out: list[TaskRecord] = []
+        for record in records:
+            doc = json.loads(record.spec_json)
+            if references(doc):
+                record = replace(record, spec_json=json.dumps(inline(doc, fetch)))
+            out.append(record)
+        return out

@@ -122,9 +122,10 @@ _KIND_NOTES: Final[dict[str, str]] = {
     "report_count": "Row counts N_l went to the counting service only; the coordinator "
     "received just their total ΣN_l over the participants.",
     "refusal": "Refusals carry the participant's stated reason as text.",
-    "secure_unmask": "Unmasking: each surviving participant sent its Shamir shares of the "
-    "survivors' self-mask seeds and of the dropouts' mask keys (never both for one "
-    "participant); with them the coordinator removes exactly the masks left in the total.",
+    "secure_unmask": "Unmasking: each surviving participant sent its Shamir shares of its "
+    "surviving neighbours' self-mask seeds of that sum and, for each dropped neighbour, the "
+    "pair-mask key of that sum only (never both for one participant, never a long-term "
+    "key); with them the coordinator removes exactly the masks left in the total.",
     "distill_counts": "Label counts: each participant's count vector of predicted labels "
     "on the public set reached the coordinator in the clear.",
     "distill_soft": "Soft predictions in the clear: a participant of a group too small to "
@@ -134,8 +135,10 @@ _KIND_NOTES: Final[dict[str, str]] = {
     "the association (eq. 2).",
     "fedcref_fedavg": "FedAvg contributions in the clear: a participant of a group too small "
     "to mask (or of a job without protection) sent n·θ and n for its clusters in the group.",
-    "key_advert": "Key adverts: round public keys and a seed commitment, signed with the "
-    "participant's identity key.",
+    "key_advert": "Key adverts: the job's public keys and a random nonce (the masking "
+    "graph's seed is the hash of all nonces), signed with the participant's identity key.",
+    "secure_graph": "Graph check: each participant sent the digest of the masking graph it "
+    "derived from the signed adverts.",
 }
 
 

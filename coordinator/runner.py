@@ -90,16 +90,14 @@ class JobRunner:
         if job is None or job.state not in ("pending", "running"):
             return
         spec = job.spec
-        channel = self._broker.open_job(job_id)
+        channel = self._broker.open_job(job)
 
         def on_progress(stage: str, k: int | None, record: RoundRecord | None) -> None:
-            snapshot = self._broker.set_stage(
+            self._broker.set_stage(
                 job_id, stage, k,
                 None if record is None else record.round,
                 None if record is None else record.shift,
             )
-            if snapshot is not None:
-                self._db.set_progress(job_id, snapshot)
 
         try:
             if not self._db.set_state(job_id, "running", only_from=("pending", "running")):
@@ -186,9 +184,10 @@ class JobRunner:
                     "every participant's Ed25519 public key (upgrade its agent)."
                 )
             keys[name] = base64.b64decode(record.identity_key)
-        return MaskedSummation(job_id, keys)
+        return MaskedSummation(job_id, keys, graph=spec.masking_graph)
 
     def _succeed(self, job_id: str, document: ResultDocument) -> None:
+        self._broker.flush()
         progress = self._broker.progress(job_id)
         if self._db.set_state(
             job_id, "succeeded", only_from=("running",), progress=progress, result=document
@@ -196,6 +195,7 @@ class JobRunner:
             _log.info("job %s succeeded", job_id)
 
     def _fail(self, job_id: str, error: str) -> None:
+        self._broker.flush()
         progress = self._broker.progress(job_id)
         if self._db.set_state(
             job_id, "failed", only_from=("running",), progress=progress, error=error

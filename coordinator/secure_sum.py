@@ -36,27 +36,29 @@ max(threshold, min_cohort) survivors fail the sum with a ProtocolError saying wh
 
 from __future__ import annotations
 
-import base64
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from crypto.fixedpoint import Statistic, decode
-from crypto.masking import (
-    EncryptedShare,
-    MaskedInput,
-    MaskingServer,
-    RoundConfig,
-    UnmaskResponse,
-)
-from crypto.shamir import Share
+from crypto.graph import GraphParameters, graph_parameters
+from crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
 from protocol import messages as msg
 from protocol.errors import ProtocolError, RefusedError, UnavailableError
-from protocol.secure_wire import b64, signed_keys, to_key_advert
+from protocol.secure_wire import (
+    b64,
+    encrypted_share,
+    raw,
+    setup_job_id,
+    signed_keys,
+    to_key_advert,
+)
 
 __all__ = [
     "CohortSums", "JobSummation", "MaskedSummation", "SecureParticipant", "Summation",
@@ -156,13 +158,6 @@ def field_encodings(
             )
         out.append(msg.FieldEncoding(name=name, scale_bits=bits, bound=bound))
     return out
-
-
-def _share(text: str) -> Share:
-    try:
-        return Share.from_bytes(base64.b64decode(text, validate=True))
-    except ValueError:
-        raise ProtocolError("an unmask share is malformed.") from None
 
 
 def total_reply(
@@ -293,8 +288,26 @@ class CohortSums:
         return answers
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """One key setup of a job: its number, the roster asked, the server, who completed it."""
+
+    number: int
+    roster: frozenset[str]
+    server: MaskingServer
+    members: frozenset[str]
+    parameters: GraphParameters
+
+
 class MaskedSummation(CohortSums):
-    """Secure sums of one job by pairwise masking; one instance per job run.
+    """Secure sums of one job by SecAgg+ masking; one instance per job run.
+
+    A sum whose cohort lies within the roster of an earlier key setup uses its keys;
+    otherwise (the job's first sum, or a group of participants not set up together, as in
+    fed-distill and FedCRef) a new setup is made among the cohort: ``secure_setup``, then
+    ``secure_graph`` (every participant derives the masking graph from the signed adverts
+    and the coordinator checks they all derived the one it did). Each sum then takes two
+    stages, ``secure_input`` and ``secure_unmask`` (``crypto.masking``).
 
     Args:
         job_id: the job; binds every key and message of its sums.
@@ -303,6 +316,9 @@ class MaskedSummation(CohortSums):
         value_bound: bound on |x| for every value the algorithms see (likewise).
         min_cohort: the smallest cohort asked (the participants enforce their own too).
         concurrent: ask each stage's participants at once (see :class:`CohortSums`).
+        graph: "auto" — the sparsest graph :func:`crypto.graph.graph_parameters` allows for
+            the cohort (the complete graph for small cohorts); "full" — always the complete
+            graph (Bonawitz et al.'s full mesh).
     """
 
     def __init__(
@@ -314,12 +330,63 @@ class MaskedSummation(CohortSums):
         value_bound: float | None = None,
         min_cohort: int = 3,
         concurrent: bool = True,
+        graph: Literal["auto", "full"] = "auto",
     ) -> None:
         super().__init__(
             job_id, max_rows=max_rows, value_bound=value_bound, min_cohort=min_cohort,
             concurrent=concurrent,
         )
         self._identities = dict(identities)
+        self._graph_mode = graph
+        self._setups: list[_Setup] = []
+        self.setup_seconds = 0.0  # wall time of the key setups (O(n) per participant, once)
+
+    @property
+    def parameters(self) -> GraphParameters | None:
+        """The graph parameters of the latest key setup (None before the first sum)."""
+        return self._setups[-1].parameters if self._setups else None
+
+    def _setup_for(
+        self, by_name: Mapping[str, SecureParticipant], cohort: list[str], required: bool
+    ) -> _Setup:
+        """The key setup whose roster holds ``cohort``, made now if there is none."""
+        wanted = frozenset(cohort)
+        for setup in self._setups:
+            if wanted <= setup.roster:
+                return setup
+        start = time.perf_counter()
+        number = len(self._setups) + 1
+        job = setup_job_id(self._job, number)
+        params = graph_parameters(len(cohort), full=self._graph_mode == "full")
+        config = JobConfig(job, tuple(cohort), params.degree, params.threshold, self._min_cohort)
+        server = MaskingServer(config, self._identities)
+        adverts = self._stage(
+            by_name, cohort, required, "key setup",
+            lambda _: msg.SecureSetupTask(
+                setup=number, roster=cohort, degree=params.degree, threshold=params.threshold,
+                identities={p: b64(self._identities[p]) for p in cohort},
+            ),
+            msg.KeyAdvertReply,
+        )
+        listed = server.receive_adverts(
+            [to_key_advert(a.advert, job_id=job) for a in adverts.values()]
+        )
+        wire = [signed_keys(a) for a in listed]
+        acks = self._stage(
+            by_name, sorted(adverts), required, "graph derivation",
+            lambda _: msg.SecureGraphTask(setup=number, adverts=wire), msg.GraphReply,
+        )
+        wrong = sorted(n for n, a in acks.items() if a.graph_sha256 != server.graph.digest)
+        if wrong:
+            raise ProtocolError(
+                f"participant(s) {', '.join(wrong)} derived another masking graph than the "
+                "coordinator from the same adverts."
+            )
+        setup = _Setup(number, wanted, server, frozenset(acks), params)
+        self._setups.append(setup)
+        self.notes.append(f"secure sums (key setup {number}): {params.describe()}.")
+        self.setup_seconds += time.perf_counter() - start
+        return setup
 
     def sum(
         self,
@@ -331,87 +398,78 @@ class MaskedSummation(CohortSums):
     ) -> tuple[R, tuple[str, ...]]:
         """Run one secure sum of ``statistic`` over ``participants`` (module docstring)."""
         by_name, cohort, n_features, encoding = self._begin(participants, statistic)
+        setup = self._setup_for(by_name, cohort, required)
+        job = setup_job_id(self._job, setup.number)
+        outside = [p for p in cohort if p not in setup.members]
+        if outside and required:
+            raise RefusedError(
+                f"participant(s) {', '.join(outside)} took no part in the job's key setup, "
+                "and every participant must join this sum."
+            )
+        cohort = [p for p in cohort if p in setup.members]
+        if len(cohort) < self._min_cohort:
+            raise RefusedError(
+                f"a secure sum needs at least {self._min_cohort} participants with job keys; "
+                f"{len(cohort)} would take part."
+            )
         r = self._round
-        config = RoundConfig.with_majority(self._job, r, cohort, min_cohort=self._min_cohort)
-        server = MaskingServer(config, self._identities)
-
-        adverts = self._stage(
-            by_name, cohort, required, "key advertisement",
-            lambda _: msg.SecureAdvertiseTask(
-                round=r, cohort=cohort, threshold=config.threshold,
-                identities={p: b64(self._identities[p]) for p in cohort},
-            ),
-            msg.KeyAdvertReply,
+        rnd = setup.server.begin(r, cohort)
+        spec = msg.SecureInputTask(
+            setup=setup.number, round=r, cohort=cohort, statistic=statistic, encoding=encoding
         )
-        listed = server.receive_adverts(
-            [to_key_advert(a.advert, job_id=self._job, round_no=r) for a in adverts.values()]
-        )
-        wire_adverts = [signed_keys(a) for a in listed]
-        bundles = self._stage(
-            by_name, sorted(adverts), required, "share exchange",
-            lambda _: msg.SecureShareKeysTask(round=r, adverts=wire_adverts),
-            msg.SealedSharesReply,
-        )
-        inboxes = server.route_shares(
-            [
-                EncryptedShare(
-                    self._job, r, s.sender, s.recipient, base64.b64decode(s.ciphertext)
-                )
-                for name, reply in bundles.items()
-                for s in reply.shares
-                if s.sender == name
-            ]
-        )
-        specs = {
-            name: msg.SecureInputTask(
-                round=r,
-                shares=[
-                    msg.SealedShare(
-                        sender=s.sender, recipient=s.recipient, ciphertext=b64(s.ciphertext)
-                    )
-                    for s in inbox
-                ],
-                statistic=statistic,
-                encoding=encoding,
-            )
-            for name, inbox in inboxes.items()
-        }
         masked = self._stage(
-            by_name, sorted(inboxes), required, "masked input",
-            lambda name: specs[name], msg.MaskedInputReply,
+            by_name, cohort, required, "masked input", lambda _: spec, msg.MaskedInputReply
         )
-        for name, masked_reply in masked.items():
+        for name, reply in masked.items():
             try:
-                msg.check_reply(specs[name], masked_reply, n_features)
-            except ValueError as exc:
-                raise ProtocolError(f"participant {name!r}: {exc}") from None
-            server.receive_masked_input(
-                MaskedInput(
-                    self._job, r, name,
-                    {k: v.to_numpy() for k, v in masked_reply.vectors.items()},
+                msg.check_reply(spec, reply, n_features)
+                rnd.receive_masked_input(
+                    MaskedInput(
+                        job, r, name,
+                        {k: v.to_numpy() for k, v in reply.vectors.items()},
+                        tuple(
+                            encrypted_share(s, job_id=job, round_no=r)
+                            for s in reply.shares
+                        ),
+                        raw(reply.seed_commitment, "seed commitment"),
+                    )
                 )
-            )
-        request = server.unmask_request()
+            except (ValueError, RefusedError) as exc:
+                raise ProtocolError(f"participant {name!r}: {exc}") from None
+        request, inboxes = rnd.unmask_request()
         survivors, dropped = sorted(request.survivors), sorted(request.dropped)
+        # Route the sealed shares as they arrived; one validated task, copied per recipient.
+        sealed = {
+            (name, s.recipient): s for name, reply in masked.items() for s in reply.shares
+        }
+        unmask = msg.SecureUnmaskTask(
+            setup=setup.number, round=r, survivors=survivors, dropped=dropped, shares=[]
+        )
         if dropped:
             self.notes.append(
-                f"secure sum {r} ({statistic.kind}): {', '.join(dropped)} dropped out after "
-                "the key exchange; their masks were removed with the others' shares."
+                f"secure sum {r} ({statistic.kind}): {', '.join(dropped)} dropped out; their "
+                "masks were removed with their neighbours' round keys."
             )
         answers = self._stage(
             by_name, survivors, False, "unmasking",
-            lambda _: msg.SecureUnmaskTask(round=r, survivors=survivors, dropped=dropped),
+            lambda name: unmask.model_copy(
+                update={"shares": [sealed[(s.sender, s.recipient)] for s in inboxes[name]]}
+            ),
             msg.UnmaskSharesReply,
         )
         for name, answer in answers.items():
-            server.receive_unmask_response(
-                UnmaskResponse(
-                    self._job, r, name,
-                    self_mask_shares={p: _share(s) for p, s in answer.self_mask_shares.items()},
-                    mask_key_shares={p: _share(s) for p, s in answer.mask_key_shares.items()},
+            try:
+                response = UnmaskResponse(
+                    job, r, name,
+                    self_mask_shares={
+                        p: raw(v, "seed share") for p, v in answer.self_mask_shares.items()
+                    },
+                    pair_keys={p: raw(v, "round key") for p, v in answer.pair_keys.items()},
                 )
-            )
-        totals = server.aggregate()
+            except RefusedError as exc:
+                raise ProtocolError(f"participant {name!r}: {exc}") from None
+            rnd.receive_unmask_response(response)
+        totals = rnd.aggregate()
         decoded = {
             e.name: decode(Statistic(e.name, e.scale_bits, e.bound), totals[e.name], len(survivors))
             for e in encoding

@@ -1,47 +1,70 @@
-"""Pairwise masking for one secure sum (Bonawitz et al., "Practical Secure Aggregation for
-Privacy-Preserving Machine Learning", CCS 2017, §4 and Fig. 4 — the semi-honest protocol with
-signed public keys of §6). Pure and in-process; transport is another layer's business.
+"""Pairwise masking on a neighbour graph: SecAgg+ (Bell et al., "Secure Single-Server
+Aggregation with (Poly)Logarithmic Overhead", CCS 2020) over the semi-honest masking of
+Bonawitz et al. ("Practical Secure Aggregation for Privacy-Preserving Machine Learning",
+CCS 2017, §4 and Fig. 4). Pure and in-process; transport is another layer's business.
 
-Stages of one aggregation round (each message carries job id and round; another round's
-message is refused):
+Once per job:
 
-0. ``MaskingClient.advertise`` → :class:`KeyAdvert`: fresh X25519 keys (c_u for encrypting
-   shares, s_u for masks) and a commitment to a fresh 32-byte self-mask seed b_u, signed with
-   the participant's Ed25519 identity key so the server cannot substitute keys.
-1. ``share_keys(adverts)``: check every signature, split s_u^SK and b_u with Shamir (threshold
-   t) and return one AEAD-encrypted share bundle per peer (``MaskingServer.route_shares``
-   relays them; U2 = the senders).
-2. ``masked_input(values, shares_for_me)``: y_u = x_u + PRG(b_u) + Σ_{v∈U2, u<v} PRG(s_uv)
-   − Σ_{v∈U2, u>v} PRG(s_uv) in Z_2^64 (one mask per statistic, keys bound to it by HKDF).
-3. ``unmask(request)``: for each survivor (U3) its share of b_v, for each dropout (U2 \\ U3)
-   its share of s_v^SK — never both kinds for one peer, not even across requests.
-The server sums the y_u, rebuilds the survivors' self-masks and the dropouts' pairwise masks
-from at least t answers, and removes them: the exact sum of the survivors' inputs.
+0. ``MaskingClient.advertise`` → :class:`KeyAdvert`: fresh X25519 keys (c_u for sealing
+   shares, s_u for masks) and a fresh 32-byte nonce, signed with the participant's Ed25519
+   identity key over the job, the roster and the graph parameters (k, t).
+1. ``receive_adverts``: every party checks every signature (each once: ``_prg.verify``
+   remembers verified triples) and derives the same graph (:mod:`crypto.graph`) from the
+   hash of all nonces — a seed no single party, the coordinator included, chooses. Each
+   participant agrees c_uv and s_uv with its k neighbours only, once for the job.
 
-Parameters and trade-offs: t must exceed n/2 (else a server could show half the cohort a peer
-as dropped and half as alive and collect both kinds of share); the larger t, the fewer
-dropouts a round survives (at most n − t). A participant refuses any stage whose cohort is
-below ``min_cohort`` (default 3: with two parties each learns the other's value from the sum).
-Keys and seeds are fresh per round: recovering a dropout reveals its mask key.
-Not covered: the consistency-check round of the actively secure variant (§4, round 3).
+Per secure sum (round r, cohort C_r ⊆ the graph's nodes), two stages instead of
+Bonawitz's four:
+
+2. ``masked_input``: a fresh self-mask seed b_u^r, split with Shamir (threshold t) among u
+   and its neighbours in C_r and sealed to each (AES-GCM under c_uv, the round in the
+   associated data); y_u = x_u + PRG(b_u^r) + Σ_{v∈N(u)∩C_r} ±PRG(HKDF(s_uv; job, r)) in
+   Z_2^64, + when u < v, where x_u is the round's statistics laid end to end in name order
+   (one keystream per key covers them all); a commitment to b_u^r.
+3. ``unmask``: for each survivor neighbour (and u itself) its share of b_v^r; for each
+   dropped neighbour d, the round's pair-mask key HKDF(s_ud; job, r) — never both for one
+   peer in one round.
+
+The server sums the y_u, rebuilds every survivor's b_v^r from t shares (one vectorised
+Lagrange pass), removes the self-masks and, with the revealed round keys, the masks between
+dropouts and survivors: the exact sum of the survivors' inputs.
+
+Why round keys and not the dropout's s_d (as Bonawitz and Bell et al. reconstruct): with
+keys agreed once per job, s_d would also unmask d's inputs of the earlier rounds, whose
+self-masks the server already rebuilt. A round key is HKDF output, independent of every
+other round's, so no long-term key is ever disclosed and a participant that dropped out of
+one sum can mask the next with the same job keys. The server learns x_u only with every
+pair key of u and b_u^r; an honest neighbour gives one kind, and u's own share is one, so it
+needs at least t − 1 corrupted neighbours of u (the bound
+:func:`crypto.graph.graph_parameters` keeps below 2^-σ). A survivor that dies during
+stage 3 with a dropped neighbour leaves that pair's mask irrecoverable: the sum fails
+loudly (Bonawitz's key reconstruction would have survived it).
+
+Refusals (:class:`RefusedError`): a cohort below ``min_cohort`` (3: with two parties each
+learns the other's value), a cohort or survivor set whose graph is disconnected (the sums of
+its components would be revealed), fewer than t of u's shares holders in the cohort, a
+replayed or older round, an unmask request that is not a split of the round's cohort or
+contradicts an earlier one.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
-from typing import NoReturn
+from functools import cached_property
+from typing import Any, NoReturn
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from numpy.typing import NDArray
 
-from crypto import _prg
+from crypto import _prg, shamir
 from crypto._prg import IntegrityError
-from crypto.shamir import SHARE_BYTES, Share, combine, split
+from crypto.graph import MaskingGraph, shared_graph
 from protocol._validation import check_int
 from protocol.errors import ProtocolError, RefusedError
 
@@ -49,37 +72,37 @@ __all__ = [
     "EncryptedShare",
     "IdentityKey",
     "IntegrityError",
+    "JobConfig",
     "KeyAdvert",
     "MaskedInput",
     "MaskingClient",
     "MaskingServer",
-    "RoundConfig",
+    "ServerRound",
     "UnmaskRequest",
     "UnmaskResponse",
 ]
 
 DEFAULT_MIN_COHORT = 3
 SEED_BYTES = 32
+NONCE_BYTES = 32
 UInt64Array = NDArray[np.uint64]
 
 
 @dataclass(frozen=True)
-class RoundConfig:
-    """What every party knows before a round: job, round, the cohort's ids, t, minimum cohort.
-
-    Shamir x coordinates are the 1-based positions of the ids in sorted order.
-    """
+class JobConfig:
+    """What every party knows before the key setup: job, roster, graph degree k (None: the
+    complete graph), Shamir threshold t and minimum cohort. Shamir x coordinates are the
+    1-based positions of the ids in sorted order."""
 
     job_id: str
-    round: int
     participants: tuple[str, ...]
+    degree: int | None
     threshold: int
     min_cohort: int = DEFAULT_MIN_COHORT
 
     def __post_init__(self) -> None:
         if not isinstance(self.job_id, str) or not self.job_id:
             raise ValueError("job_id must be a non-empty string.")
-        check_int(self.round, name="round", owner="RoundConfig", low=0)
         ids = self.participants
         if (
             not isinstance(ids, tuple)
@@ -87,44 +110,35 @@ class RoundConfig:
             or len(set(ids)) != len(ids)
         ):
             raise ValueError("participants must be a tuple of distinct non-empty string ids.")
-        check_int(self.min_cohort, name="min_cohort", owner="RoundConfig", low=3)
+        check_int(self.min_cohort, name="min_cohort", owner="JobConfig", low=3)
         n = len(ids)
         if n < self.min_cohort:
             raise RefusedError(
                 f"A secure sum needs at least min_cohort={self.min_cohort} participants; "
                 f"got {n}."
             )
-        check_int(self.threshold, name="threshold", owner="RoundConfig", low=n // 2 + 1, high=n)
+        if self.degree is not None:
+            check_int(self.degree, name="degree", owner="JobConfig", low=2, high=n - 1)
+            if self.degree % 2:
+                raise ValueError("degree must be even (each node links k/2 ring neighbours "
+                                 "on either side).")
+        check_int(self.threshold, name="threshold", owner="JobConfig", low=2,
+                  high=(self.degree or n - 1) + 1)
         object.__setattr__(self, "participants", tuple(sorted(ids)))
 
-    @classmethod
-    def with_majority(
-        cls, job_id: str, round: int, participants: Sequence[str], *, min_cohort: int = 3
-    ) -> RoundConfig:
-        """A config with the smallest allowed threshold, floor(n/2) + 1."""
-        ids = tuple(participants)
-        return cls(job_id, round, ids, len(ids) // 2 + 1, min_cohort)
-
     def x_of(self, participant: str) -> int:
-        return self.participants.index(participant) + 1
+        return self._positions[participant]
 
-    def check_message(self, job_id: str, round: int, what: str) -> None:
-        """Refuse a message of another job or round (replay)."""
-        if job_id != self.job_id or round != self.round:
-            raise RefusedError(
-                f"{what} belongs to job {job_id!r} round {round}; this is job "
-                f"{self.job_id!r} round {self.round}: refused as a replay."
-            )
+    def is_member(self, participant: str) -> bool:
+        return participant in self._positions
 
-    def need(self, n: int, what: str) -> None:
-        """Refuse when ``n`` parties are below the minimum cohort or the threshold."""
-        floor = max(self.min_cohort, self.threshold)
-        if n < floor:
-            raise RefusedError(
-                f"{what}: {n} participants remain, fewer than "
-                f"max(min_cohort={self.min_cohort}, threshold={self.threshold})={floor}; "
-                "refusing to take part."
-            )
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        return {p: i + 1 for i, p in enumerate(self.participants)}
+
+    @cached_property
+    def roster_digest(self) -> bytes:
+        return hashlib.sha256(_prg.label(*self.participants)).digest()
 
 
 class IdentityKey:
@@ -162,26 +176,33 @@ class IdentityKey:
 
 @dataclass(frozen=True)
 class KeyAdvert:
-    """Stage 0: a participant's two public keys and seed commitment, signed by its identity."""
+    """Stage 0: a participant's job keys and nonce, signed by its identity over the job, the
+    roster and the graph parameters."""
 
     job_id: str
-    round: int
     sender: str
     enc_public: bytes
     mask_public: bytes
-    seed_commitment: bytes
+    nonce: bytes
     signature: bytes
 
-    def signed_bytes(self) -> bytes:
-        return _prg.label(
-            _prg.ADVERT_PREFIX, self.job_id, self.round, self.sender,
-            self.enc_public, self.mask_public, self.seed_commitment,
+    def signed_bytes(self, config: JobConfig) -> bytes:
+        return _advert_message(
+            self.job_id, config.roster_digest, config.degree or 0, config.threshold,
+            self.sender, self.enc_public, self.mask_public, self.nonce,
         )
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _advert_message(*parts: str | int | bytes) -> bytes:
+    """The signed bytes of an advert (remembered: a simulator's participants all check the
+    same adverts)."""
+    return _prg.label(_prg.ADVERT_PREFIX, *parts)
 
 
 @dataclass(frozen=True)
 class EncryptedShare:
-    """Stage 1: sender's shares of its s^SK and b for one recipient, AES-GCM sealed."""
+    """Stage 2: the sender's share of its round seed for one recipient, AES-GCM sealed."""
 
     job_id: str
     round: int
@@ -195,12 +216,15 @@ class EncryptedShare:
 
 @dataclass(frozen=True, eq=False)
 class MaskedInput:
-    """Stage 2: a participant's masked vectors, one uint64 array per statistic name."""
+    """Stage 2: masked vectors (one uint64 array per statistic), the sealed seed shares for
+    the neighbours, and the commitment to the round's self-mask seed."""
 
     job_id: str
     round: int
     sender: str
     vectors: Mapping[str, UInt64Array] = field(repr=False)
+    shares: tuple[EncryptedShare, ...] = field(repr=False)
+    seed_commitment: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -215,88 +239,97 @@ class UnmaskRequest:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class UnmaskResponse:
-    """Stage 3 answer: shares of survivors' seeds b_v and of dropouts' mask keys s_v^SK."""
+    """Stage 3 answer: shares (:func:`crypto.shamir.share_bytes`) of survivors' round seeds,
+    and the round's pair-mask key with each dropped neighbour."""
 
     job_id: str
     round: int
     sender: str
-    self_mask_shares: Mapping[str, Share]
-    mask_key_shares: Mapping[str, Share]
+    self_mask_shares: Mapping[str, bytes]
+    pair_keys: Mapping[str, bytes]
 
     def __repr__(self) -> str:
         return (
             f"UnmaskResponse(job_id={self.job_id!r}, round={self.round}, sender={self.sender!r}, "
             f"self_mask_shares for {sorted(self.self_mask_shares)}, "
-            f"mask_key_shares for {sorted(self.mask_key_shares)})"
+            f"pair_keys for {sorted(self.pair_keys)})"
         )
 
 
-class _Stage(Enum):
-    ADVERTISE = "advertise"
-    SHARE_KEYS = "share_keys"
-    MASKED_INPUT = "masked_input"
-    UNMASK = "unmask"
-    DONE = "done"
-
-
-def _check_stage(actual: _Stage, expected: tuple[_Stage, ...], what: str) -> None:
-    if actual not in expected:
-        names = " or ".join(s.value for s in expected)
-        raise ProtocolError(f"{what} expects stage {names}, but the round is at {actual.value}.")
+def _graph(config: JobConfig, adverts: Mapping[str, KeyAdvert]) -> MaskingGraph:
+    return MaskingGraph.derive(
+        config.job_id, {p: a.nonce for p, a in adverts.items()}, degree=config.degree
+    )
 
 
 def _verify_adverts(
-    config: RoundConfig, identities: Mapping[str, bytes], adverts: Sequence[KeyAdvert]
+    config: JobConfig, identities: Mapping[str, bytes], adverts: Sequence[KeyAdvert]
 ) -> dict[str, KeyAdvert]:
     by_sender: dict[str, KeyAdvert] = {}
     for advert in adverts:
-        config.check_message(advert.job_id, advert.round, "A key advert")
-        if advert.sender not in config.participants or advert.sender in by_sender:
-            raise ProtocolError("Key adverts must come from distinct members of the cohort.")
-        _prg.verify(identities[advert.sender], advert.signature, advert.signed_bytes())
+        if advert.job_id != config.job_id:
+            raise RefusedError(
+                f"a key advert of job {advert.job_id!r} was offered in job {config.job_id!r}: "
+                "refused as a replay."
+            )
+        if not config.is_member(advert.sender) or advert.sender in by_sender:
+            raise ProtocolError("Key adverts must come from distinct members of the roster.")
+        if len(advert.nonce) != NONCE_BYTES:
+            raise IntegrityError("integrity check failed")
+        _prg.verify(identities[advert.sender], advert.signature, advert.signed_bytes(config))
         by_sender[advert.sender] = advert
+    if len(by_sender) < config.min_cohort:
+        raise RefusedError(
+            f"{len(by_sender)} participants advertised keys, fewer than "
+            f"min_cohort={config.min_cohort}: refused."
+        )
     return by_sender
 
 
-def _check_identities(config: RoundConfig, identities: Mapping[str, bytes]) -> dict[str, bytes]:
+def _check_identities(config: JobConfig, identities: Mapping[str, bytes]) -> dict[str, bytes]:
     missing = [p for p in config.participants if p not in identities]
     if missing:
         raise ValueError(f"identities lacks the identity keys of {len(missing)} participant(s).")
     return {p: bytes(identities[p]) for p in config.participants}
 
 
-def _self_mask(
-    stream: _prg.Keystream, *, config: RoundConfig, statistic: str, seed: bytes, owner: str
-) -> UInt64Array:
-    key = _prg.self_mask_key(
-        seed, job_id=config.job_id, round_no=config.round, statistic=statistic, owner=owner
-    )
-    return stream.words(key)
-
-
-def _pair_mask(
-    stream: _prg.Keystream, *, config: RoundConfig, statistic: str, shared: bytes, a: str, b: str
-) -> UInt64Array:
-    key = _prg.pair_mask_key(
-        shared, job_id=config.job_id, round_no=config.round, statistic=statistic, a=a, b=b
-    )
-    return stream.words(key)
+def _unflatten(
+    flat: UInt64Array, shapes: Mapping[str, tuple[int, ...]]
+) -> dict[str, UInt64Array]:
+    """Split a round's vector, laid end to end in name order, back into its statistics."""
+    out: dict[str, UInt64Array] = {}
+    start = 0
+    for name in sorted(shapes):
+        size = int(np.prod(shapes[name], dtype=np.int64))
+        out[name] = flat[start : start + size].reshape(shapes[name])
+        start += size
+    return out
 
 
 # -- participant ---------------------------------------------------------------------------------
 
 
+@dataclass
+class _Round:
+    """A participant's state of one secure sum."""
+
+    number: int
+    cohort: frozenset[str]
+    own_share: tuple[int, UInt64Array]
+    answered: UnmaskRequest | None = None
+
+
 class MaskingClient:
-    """One participant's side of one round; create a fresh client per round (fresh keys)."""
+    """One participant's side of every secure sum of one job (job keys, per-round seeds)."""
 
     def __init__(
         self,
-        config: RoundConfig,
+        config: JobConfig,
         participant_id: str,
         identity: IdentityKey,
         identities: Mapping[str, bytes],
     ) -> None:
-        if participant_id not in config.participants:
+        if not config.is_member(participant_id):
             raise ValueError("participant_id must be a member of config.participants.")
         self._config = config
         self._id = participant_id
@@ -306,90 +339,128 @@ class MaskingClient:
             raise ValueError("identity does not match the registered key of participant_id.")
         self._enc_key: X25519PrivateKey = _prg.x25519_generate()
         self._mask_key: X25519PrivateKey = _prg.x25519_generate()
-        self._seed = secrets.token_bytes(SEED_BYTES)
-        self._stage = _Stage.ADVERTISE
-        self._adverts: dict[str, KeyAdvert] = {}
-        self._own_shares: tuple[Share, Share] | None = None
-        self._held: dict[str, tuple[Share, Share]] = {}  # peer -> (mask-key share, seed share)
-        self._u2: frozenset[str] = frozenset()
-        self._disclosed: dict[str, str] = {}  # peer -> "self-mask" | "mask-key"
+        self._nonce = secrets.token_bytes(NONCE_BYTES)
+        self._advertised = False
+        self._graph: MaskingGraph | None = None
+        self._seal_keys: dict[str, bytes] = {}  # neighbour -> AEAD key for the job
+        self._mask_secrets: dict[str, bytes] = {}  # neighbour -> X25519(s_u, s_v)
+        self._last_round = 0
+        self._round: _Round | None = None
 
     def __repr__(self) -> str:
         c = self._config
-        return (
-            f"MaskingClient({self._id!r}, job={c.job_id!r}, round={c.round}, "
-            f"stage={self._stage.value})"
-        )
+        return f"MaskingClient({self._id!r}, job={c.job_id!r}, round={self._last_round})"
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("MaskingClient holds secrets and is not picklable.")
 
-    def advertise(self) -> KeyAdvert:
-        """Stage 0: the signed public keys of this round."""
-        _check_stage(self._stage, (_Stage.ADVERTISE,), "advertise")
-        advert = self._own_advert()
-        self._stage = _Stage.SHARE_KEYS
-        return advert
+    @property
+    def graph(self) -> MaskingGraph | None:
+        return self._graph
 
-    def _own_advert(self) -> KeyAdvert:
+    def export_keys(self) -> dict[str, Any]:
+        """The job keys after the setup, as JSON (hex): for the participant's own state
+        folder, so a restarted agent masks the job's later sums with them. Secret."""
+        graph = self._ready()
+        return {
+            "version": 1,
+            "enc_key": _prg.x25519_private_bytes(self._enc_key).hex(),
+            "mask_key": _prg.x25519_private_bytes(self._mask_key).hex(),
+            "nonce": self._nonce.hex(),
+            "graph": {"nodes": list(graph.nodes), "seed": graph.seed.hex(),
+                      "degree": graph.degree},
+            "seal_keys": {p: k.hex() for p, k in self._seal_keys.items()},
+            "mask_secrets": {p: k.hex() for p, k in self._mask_secrets.items()},
+            "last_round": self._last_round,
+        }
+
+    @classmethod
+    def restore(
+        cls,
+        config: JobConfig,
+        participant_id: str,
+        identity: IdentityKey,
+        identities: Mapping[str, bytes],
+        keys: Mapping[str, Any],
+    ) -> MaskingClient:
+        """A client with the keys of :meth:`export_keys` (ValueError if they are damaged)."""
+        client = cls(config, participant_id, identity, identities)
+        try:
+            if keys["version"] != 1:
+                raise ValueError(f"version {keys['version']!r}")
+            client._enc_key = _prg.x25519_from_bytes(bytes.fromhex(keys["enc_key"]))
+            client._mask_key = _prg.x25519_from_bytes(bytes.fromhex(keys["mask_key"]))
+            client._nonce = bytes.fromhex(keys["nonce"])
+            g = keys["graph"]
+            client._graph = shared_graph(tuple(g["nodes"]), bytes.fromhex(g["seed"]), g["degree"])
+            client._seal_keys = {p: bytes.fromhex(k) for p, k in keys["seal_keys"].items()}
+            client._mask_secrets = {p: bytes.fromhex(k) for p, k in keys["mask_secrets"].items()}
+            client._last_round = int(keys["last_round"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"saved masking keys are damaged ({exc})") from None
+        if participant_id not in client._graph.node_set or set(client._mask_secrets) != set(
+            client._graph.neighbours(participant_id)
+        ):
+            raise ValueError("saved masking keys do not fit their graph.")
+        client._advertised = True
+        return client
+
+    def advertise(self) -> KeyAdvert:
+        """Stage 0: the signed public keys of this job (asked once)."""
+        if self._advertised:
+            raise ProtocolError("the job's keys were advertised already.")
         c = self._config
         unsigned = KeyAdvert(
-            c.job_id, c.round, self._id,
+            c.job_id, self._id,
             _prg.x25519_public_bytes(self._enc_key),
             _prg.x25519_public_bytes(self._mask_key),
-            _prg.seed_commitment(self._seed, job_id=c.job_id, round_no=c.round, owner=self._id),
-            b"",
+            self._nonce, b"",
         )
-        signature = self._identity._sign(unsigned.signed_bytes())
-        return replace(unsigned, signature=signature)
+        self._advertised = True
+        return replace(unsigned, signature=self._identity._sign(unsigned.signed_bytes(c)))
 
-    def share_keys(self, adverts: Sequence[KeyAdvert]) -> list[EncryptedShare]:
-        """Stage 1: verify every advert, return this party's encrypted shares, one per peer."""
-        _check_stage(self._stage, (_Stage.SHARE_KEYS,), "share_keys")
+    def receive_adverts(self, adverts: Sequence[KeyAdvert]) -> MaskingGraph:
+        """Stage 1: verify the adverts, derive the graph, agree keys with the neighbours."""
+        if not self._advertised or self._graph is not None:
+            raise ProtocolError("receive_adverts comes once, after advertise.")
         c = self._config
         by_sender = _verify_adverts(c, self._identities, adverts)
         own = by_sender.get(self._id)
-        if own is None or own.mask_public != _prg.x25519_public_bytes(self._mask_key) or (
-            own.enc_public != _prg.x25519_public_bytes(self._enc_key)
-        ):
+        if own is None or own.nonce != self._nonce or (
+            own.mask_public != _prg.x25519_public_bytes(self._mask_key)
+        ) or own.enc_public != _prg.x25519_public_bytes(self._enc_key):
             raise IntegrityError("integrity check failed")
-        c.need(len(by_sender), "share_keys")
-        n = len(c.participants)
-        key_shares = split(
-            _prg.x25519_private_bytes(self._mask_key), threshold=c.threshold, n_shares=n
-        )
-        seed_shares = split(self._seed, threshold=c.threshold, n_shares=n)
-        out = []
-        for peer in sorted(by_sender):
-            i = c.x_of(peer) - 1
-            if peer == self._id:
-                self._own_shares = (key_shares[i], seed_shares[i])
-                continue
-            plaintext = key_shares[i].to_bytes() + seed_shares[i].to_bytes()
-            key = self._share_key(by_sender[peer])
-            message = EncryptedShare(c.job_id, c.round, self._id, peer, b"")
-            sealed = _prg.seal(key, plaintext, message.associated_data())
-            out.append(EncryptedShare(c.job_id, c.round, self._id, peer, sealed))
-        self._adverts = by_sender
-        self._stage = _Stage.MASKED_INPUT
-        return out
+        graph = _graph(c, by_sender)
+        for peer in graph.neighbours(self._id):
+            advert = by_sender[peer]
+            enc = _prg.x25519_exchange(self._enc_key, advert.enc_public)
+            self._seal_keys[peer] = _prg.share_encryption_key(
+                enc, job_id=c.job_id, a=self._id, b=peer
+            )
+            self._mask_secrets[peer] = _prg.x25519_exchange(self._mask_key, advert.mask_public)
+        self._graph = graph
+        return graph
 
-    def _share_key(self, peer: KeyAdvert) -> bytes:
-        shared = _prg.x25519_exchange(self._enc_key, peer.enc_public)
-        c = self._config
-        return _prg.share_encryption_key(
-            shared, job_id=c.job_id, round_no=c.round, a=self._id, b=peer.sender
-        )
+    def _ready(self) -> MaskingGraph:
+        if self._graph is None:
+            raise ProtocolError("no secure sum before the job's key setup.")
+        return self._graph
 
     def masked_input(
-        self, values: Mapping[str, UInt64Array], shares_for_me: Sequence[EncryptedShare]
+        self, round_no: int, cohort: Sequence[str], values: Mapping[str, UInt64Array]
     ) -> MaskedInput:
-        """Stage 2: decrypt the peers' shares (their senders are U2), return masked vectors.
+        """Stage 2: the masked vectors of round ``round_no`` among ``cohort``.
 
         ``values`` maps statistic names to encoded uint64 arrays (:func:`crypto.fixedpoint.encode`).
         """
-        _check_stage(self._stage, (_Stage.MASKED_INPUT,), "masked_input")
+        graph = self._ready()
         c = self._config
+        check_int(round_no, name="round", owner="masked_input", low=1)
+        if round_no <= self._last_round:
+            raise RefusedError(
+                f"secure sum round {round_no} of job {c.job_id!r} is not newer than round "
+                f"{self._last_round}, already begun: refused as a replay."
+            )
         if not values or not all(
             isinstance(k, str) and k and isinstance(v, np.ndarray) and v.dtype == np.uint64
             for k, v in values.items()
@@ -398,91 +469,126 @@ class MaskingClient:
                 "values must map non-empty statistic names to uint64 arrays "
                 "(see crypto.fixedpoint.encode)."
             )
-        held: dict[str, tuple[Share, Share]] = {}
+        members = frozenset(cohort)
+        self._check_cohort(graph, members, "the secure sum's cohort")
+        holders = [p for p in graph.neighbours(self._id) if p in members]
+        if len(holders) + 1 < c.threshold:
+            raise RefusedError(
+                f"only {len(holders)} of this participant's graph neighbours take part in the "
+                f"secure sum; its seed needs threshold={c.threshold} share holders "
+                "(itself included): refused."
+            )
+        self._last_round = round_no
+        seed = secrets.token_bytes(SEED_BYTES)
+        xs = [c.x_of(p) for p in holders] + [c.x_of(self._id)]
+        shares = shamir.split(seed, threshold=c.threshold, xs=xs)
+        sealed = []
+        for peer, x, row in zip(holders, xs, shares, strict=False):
+            associated = _prg.label(_prg.SHARE_PREFIX, c.job_id, round_no, self._id, peer)
+            ciphertext = _prg.seal(self._seal_keys[peer], shamir.share_bytes(x, row), associated)
+            sealed.append(EncryptedShare(c.job_id, round_no, self._id, peer, ciphertext))
+        flat = np.concatenate([values[k].reshape(-1) for k in sorted(values)])
+        stream = _prg.Keystream(flat.size)
+        flat += stream.words(
+            _prg.self_mask_key(seed, job_id=c.job_id, round_no=round_no, owner=self._id)
+        )
+        for peer in holders:
+            mask = stream.words(self._pair_key(peer, round_no))
+            if self._id < peer:
+                flat += mask
+            else:
+                flat -= mask
+        masked = _unflatten(flat, {k: v.shape for k, v in values.items()})
+        self._round = _Round(round_no, members, (xs[-1], shares[-1]))
+        commitment = _prg.seed_commitment(seed, job_id=c.job_id, round_no=round_no, owner=self._id)
+        return MaskedInput(c.job_id, round_no, self._id, masked, tuple(sealed), commitment)
+
+    def _pair_key(self, peer: str, round_no: int) -> bytes:
+        return _prg.pair_mask_key(
+            self._mask_secrets[peer], job_id=self._config.job_id, round_no=round_no,
+            a=self._id, b=peer,
+        )
+
+    def _check_cohort(self, graph: MaskingGraph, members: frozenset[str], what: str) -> None:
+        c = self._config
+        if self._id not in members:
+            raise RefusedError(f"this participant is not in {what}: refused.")
+        strangers = members - graph.node_set
+        if strangers:
+            raise RefusedError(
+                f"{what} names {len(strangers)} participant(s) outside the job's key setup: "
+                "refused."
+            )
+        if len(members) < c.min_cohort:
+            raise RefusedError(
+                f"{what} has {len(members)} participants, fewer than "
+                f"min_cohort={c.min_cohort}: refused."
+            )
+        if not graph.connected(members):
+            raise RefusedError(
+                f"{what} splits the masking graph into parts whose separate sums would be "
+                "revealed: refused."
+            )
+
+    def unmask(
+        self, request: UnmaskRequest, shares_for_me: Sequence[EncryptedShare]
+    ) -> UnmaskResponse:
+        """Stage 3: seed shares of the survivors and round keys shared with the dropouts.
+
+        Refuses a request that is not a split of the round's cohort with this participant
+        among the survivors, that differs from an earlier request of the round, or whose
+        survivors disconnect the graph (or fall below the minimum cohort).
+        """
+        graph = self._ready()
+        c = self._config
+        current = self._round
+        if current is None or request.round != current.number or request.job_id != c.job_id:
+            raise RefusedError(
+                f"unmask request for job {request.job_id!r} round {request.round} does not "
+                f"match the round in progress ({self._last_round}): refused."
+            )
+        survivors, dropped = frozenset(request.survivors), frozenset(request.dropped)
+        if survivors & dropped or survivors | dropped != current.cohort:
+            raise RefusedError(
+                "The unmask request must split the round's cohort into survivors and "
+                "dropouts, naming nobody as both: refused."
+            )
+        if current.answered is not None and current.answered != request:
+            raise RefusedError(
+                "The unmask request contradicts an earlier one of this round (a participant "
+                "reported received is now reported dropped, or the reverse): refused."
+            )
+        self._check_cohort(graph, survivors, "the unmask request's survivors")
+        held: dict[str, bytes] = {self._id: shamir.share_bytes(*current.own_share)}
+        neighbours = set(graph.neighbours(self._id))
         for message in shares_for_me:
-            c.check_message(message.job_id, message.round, "An encrypted share")
             if (
-                message.recipient != self._id
-                or message.sender not in self._adverts
-                or message.sender == self._id
+                message.job_id != c.job_id
+                or message.round != current.number
+                or message.recipient != self._id
+                or message.sender not in neighbours
+                or message.sender not in survivors
                 or message.sender in held
             ):
                 raise ProtocolError(
-                    "Encrypted shares must be addressed to this participant, one per peer "
-                    "that advertised keys."
+                    "Sealed shares must be addressed to this participant for this round, one "
+                    "per surviving neighbour."
                 )
-            key = self._share_key(self._adverts[message.sender])
-            plain = _prg.open_sealed(key, message.ciphertext, message.associated_data())
+            plain = _prg.open_sealed(
+                self._seal_keys[message.sender], message.ciphertext, message.associated_data()
+            )
             try:
-                key_share = Share.from_bytes(plain[:SHARE_BYTES])
-                seed_share = Share.from_bytes(plain[SHARE_BYTES:])
+                x, _ = shamir.share_from_bytes(plain, SEED_BYTES)
             except ValueError:
                 raise IntegrityError("integrity check failed") from None
-            if key_share.x != c.x_of(self._id) or seed_share.x != c.x_of(self._id):
+            if x != c.x_of(self._id):
                 raise IntegrityError("integrity check failed")
-            held[message.sender] = (key_share, seed_share)
-        u2 = frozenset(held) | {self._id}
-        c.need(len(u2), "masked_input")
-        self._held = held
-        self._u2 = u2
-        masked: dict[str, UInt64Array] = {}
-        shared = {
-            peer: _prg.x25519_exchange(self._mask_key, self._adverts[peer].mask_public)
-            for peer in held
-        }
-        for statistic, vector in values.items():
-            flat = np.array(vector, dtype=np.uint64, copy=True).reshape(-1)
-            stream = _prg.Keystream(flat.size)
-            flat += _self_mask(
-                stream, config=c, statistic=statistic, seed=self._seed, owner=self._id
-            )
-            for peer in sorted(held):
-                mask = _pair_mask(
-                    stream, config=c, statistic=statistic, shared=shared[peer], a=self._id, b=peer
-                )
-                if self._id < peer:
-                    flat += mask
-                else:
-                    flat -= mask
-            masked[statistic] = flat.reshape(vector.shape)
-        self._stage = _Stage.UNMASK
-        return MaskedInput(c.job_id, c.round, self._id, masked)
-
-    def unmask(self, request: UnmaskRequest) -> UnmaskResponse:
-        """Stage 3: shares of survivors' seeds and dropouts' mask keys, or a refusal.
-
-        Refuses a request that names a peer both survivor and dropout, that contradicts an
-        earlier answer (e.g. a dropout whose masked input was already reported received), that
-        leaves fewer survivors than max(min_cohort, t), or that omits or invents peers of U2.
-        """
-        _check_stage(self._stage, (_Stage.UNMASK,), "unmask")
-        c = self._config
-        c.check_message(request.job_id, request.round, "An unmask request")
-        survivors, dropped = frozenset(request.survivors), frozenset(request.dropped)
-        if survivors & dropped:
-            raise RefusedError(
-                "The unmask request asks for both the self-mask share and the mask-key share "
-                "of the same participant: refused."
-            )
-        if survivors | dropped != self._u2 or self._id not in survivors:
-            raise RefusedError(
-                "The unmask request must list exactly the participants that exchanged shares, "
-                "with this participant among the survivors: refused."
-            )
-        wanted = {p: "self-mask" for p in survivors} | {p: "mask-key" for p in dropped}
-        if any(self._disclosed.get(p, kind) != kind for p, kind in wanted.items()):
-            raise RefusedError(
-                "The unmask request contradicts an earlier one (a participant reported received "
-                "is now reported dropped, or the reverse): refused."
-            )
-        c.need(len(survivors), "unmask")
-        assert self._own_shares is not None
-        held = dict(self._held) | {self._id: self._own_shares}
-        self._disclosed.update(wanted)
+            held[message.sender] = plain
+        current.answered = request
         return UnmaskResponse(
-            c.job_id, c.round, self._id,
-            self_mask_shares={p: held[p][1] for p in sorted(survivors)},
-            mask_key_shares={p: held[p][0] for p in sorted(dropped)},
+            c.job_id, current.number, self._id,
+            self_mask_shares=held,
+            pair_keys={d: self._pair_key(d, current.number) for d in sorted(dropped & neighbours)},
         )
 
 
@@ -490,179 +596,192 @@ class MaskingClient:
 
 
 class MaskingServer:
-    """The coordinator's side of one round: relays, sums, rebuilds the masks and removes them."""
+    """The coordinator's side of one job: verifies the adverts, holds the graph, runs rounds."""
 
-    def __init__(self, config: RoundConfig, identities: Mapping[str, bytes]) -> None:
+    def __init__(self, config: JobConfig, identities: Mapping[str, bytes]) -> None:
         self._config = config
         self._identities = _check_identities(config, identities)
-        self._stage = _Stage.ADVERTISE
         self._adverts: dict[str, KeyAdvert] = {}
-        self._u2: frozenset[str] = frozenset()
+        self._graph: MaskingGraph | None = None
+        self._last_round = 0
+
+    def __repr__(self) -> str:
+        c = self._config
+        return f"MaskingServer(job={c.job_id!r}, round={self._last_round})"
+
+    @property
+    def graph(self) -> MaskingGraph:
+        if self._graph is None:
+            raise ProtocolError("the job's keys were not set up yet.")
+        return self._graph
+
+    def receive_adverts(self, adverts: Sequence[KeyAdvert]) -> list[KeyAdvert]:
+        """Stage 0: verify the adverts and derive the graph; the list every member gets."""
+        if self._graph is not None:
+            raise ProtocolError("the job's keys were set up already.")
+        by_sender = _verify_adverts(self._config, self._identities, adverts)
+        self._adverts = by_sender
+        self._graph = _graph(self._config, by_sender)
+        return [by_sender[p] for p in sorted(by_sender)]
+
+    def begin(self, round_no: int, cohort: Sequence[str]) -> ServerRound:
+        """A new secure sum among ``cohort`` (round numbers increase)."""
+        graph = self.graph
+        check_int(round_no, name="round", owner="MaskingServer.begin", low=self._last_round + 1)
+        members = frozenset(cohort)
+        if not members <= graph.node_set:
+            raise ProtocolError("a secure sum's cohort must lie within the job's key setup.")
+        self._last_round = round_no
+        return ServerRound(self._config, graph, round_no, members)
+
+
+class ServerRound:
+    """One secure sum on the server: sums masked inputs, unmasks with the survivors' help."""
+
+    def __init__(
+        self, config: JobConfig, graph: MaskingGraph, round_no: int, cohort: frozenset[str]
+    ) -> None:
+        self._config = config
+        self._graph = graph
+        self._round = round_no
+        self._cohort = cohort
         self._inputs: dict[str, MaskedInput] = {}
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._sums: dict[str, UInt64Array] = {}
         self._request: UnmaskRequest | None = None
         self._responses: dict[str, UnmaskResponse] = {}
 
-    def __repr__(self) -> str:
-        c = self._config
-        return f"MaskingServer(job={c.job_id!r}, round={c.round}, stage={self._stage.value})"
-
-    def receive_adverts(self, adverts: Sequence[KeyAdvert]) -> list[KeyAdvert]:
-        """Stage 0: verify the adverts (U1 = their senders); the list to send every member."""
-        _check_stage(self._stage, (_Stage.ADVERTISE,), "receive_adverts")
-        by_sender = _verify_adverts(self._config, self._identities, adverts)
-        self._need(len(by_sender), "key advertisement")
-        self._adverts = by_sender
-        self._stage = _Stage.SHARE_KEYS
-        return [by_sender[p] for p in sorted(by_sender)]
-
-    def route_shares(self, shares: Sequence[EncryptedShare]) -> dict[str, list[EncryptedShare]]:
-        """Stage 1: U2 = senders of a complete bundle; each U2 member's inbox from U2 peers."""
-        _check_stage(self._stage, (_Stage.SHARE_KEYS,), "route_shares")
-        c = self._config
-        bundles: dict[str, dict[str, EncryptedShare]] = {}
-        for message in shares:
-            c.check_message(message.job_id, message.round, "An encrypted share")
-            bundle = bundles.setdefault(message.sender, {})
-            if (
-                message.sender not in self._adverts
-                or message.recipient not in self._adverts
-                or message.recipient == message.sender
-                or message.recipient in bundle
-            ):
-                raise ProtocolError(
-                    "Encrypted shares must go between distinct advertised participants, "
-                    "one per ordered pair."
-                )
-            bundle[message.recipient] = message
-        for sender, bundle in bundles.items():
-            if set(bundle) != set(self._adverts) - {sender}:
-                raise ProtocolError(
-                    f"Participant {sender!r} did not send a share to every advertised peer."
-                )
-        u2 = frozenset(bundles)
-        self._need(len(u2), "share exchange")
-        self._u2 = u2
-        self._stage = _Stage.MASKED_INPUT
-        return {
-            r: [bundles[s][r] for s in sorted(u2) if s != r] for r in sorted(u2)
-        }
-
     def receive_masked_input(self, message: MaskedInput) -> None:
-        """Stage 2: add one participant's masked vectors to the running sums (Z_2^64)."""
+        """Add one participant's masked vectors to the running sums (Z_2^64)."""
         c = self._config
-        c.check_message(message.job_id, message.round, "A masked input")
-        _check_stage(self._stage, (_Stage.MASKED_INPUT,), "receive_masked_input")
-        if message.sender not in self._u2 or message.sender in self._inputs:
-            raise ProtocolError("Masked inputs come once from each participant that shared keys.")
-        shapes = {k: tuple(v.shape) for k, v in message.vectors.items()}
+        if message.job_id != c.job_id or message.round != self._round:
+            raise ProtocolError("A masked input of another job or round was offered.")
+        if self._request is not None:
+            raise ProtocolError("Masked inputs are closed: the unmasking has begun.")
+        if message.sender not in self._cohort or message.sender in self._inputs:
+            raise ProtocolError("Masked inputs come once from each member of the cohort.")
         if not all(v.dtype == np.uint64 for v in message.vectors.values()):
             raise ProtocolError("Masked vectors must be uint64 arrays.")
+        shapes = {k: tuple(v.shape) for k, v in message.vectors.items()}
         if not self._shapes:
             self._shapes = shapes
             self._sums = {k: np.zeros(s, dtype=np.uint64) for k, s in shapes.items()}
         elif shapes != self._shapes:
             raise ProtocolError("Masked inputs must carry the same statistics and shapes.")
+        neighbours = set(self._graph.neighbours(message.sender))
+        if any(
+            s.sender != message.sender or s.recipient not in neighbours
+            or s.recipient not in self._cohort or s.round != self._round
+            for s in message.shares
+        ) or len({s.recipient for s in message.shares}) != len(message.shares):
+            raise ProtocolError("Sealed seed shares must go to the sender's neighbours, once each.")
         for k, v in message.vectors.items():
             self._sums[k] += v
         self._inputs[message.sender] = message
 
-    def unmask_request(self) -> UnmaskRequest:
-        """Stage 3: close input collection; survivors U3 and dropouts U2 \\ U3."""
-        _check_stage(self._stage, (_Stage.MASKED_INPUT, _Stage.UNMASK), "unmask_request")
+    def unmask_request(self) -> tuple[UnmaskRequest, dict[str, list[EncryptedShare]]]:
+        """Close input collection: the request, and each survivor's inbox of seed shares."""
         c = self._config
         survivors = frozenset(self._inputs)
-        if len(survivors) < max(c.threshold, c.min_cohort):
+        if len(survivors) < c.min_cohort:
             raise ProtocolError(
                 f"The round cannot be unmasked: {len(survivors)} masked inputs arrived, fewer "
-                f"than max(threshold={c.threshold}, min_cohort={c.min_cohort})."
+                f"than min_cohort={c.min_cohort}."
             )
-        self._stage = _Stage.UNMASK
-        self._request = UnmaskRequest(c.job_id, c.round, survivors, self._u2 - survivors)
-        return self._request
+        if not self._graph.connected(survivors):
+            raise ProtocolError(
+                "The round cannot be unmasked: the survivors' part of the masking graph is "
+                "disconnected (too many dropouts for the graph's degree)."
+            )
+        self._request = UnmaskRequest(c.job_id, self._round, survivors, self._cohort - survivors)
+        inboxes: dict[str, list[EncryptedShare]] = {p: [] for p in sorted(survivors)}
+        for sender in sorted(survivors):
+            for share in self._inputs[sender].shares:
+                if share.recipient in survivors:
+                    inboxes[share.recipient].append(share)
+        return self._request, inboxes
 
     def receive_unmask_response(self, response: UnmaskResponse) -> None:
-        """Stage 3: keep one survivor's answer (checked for the asked-for peers)."""
-        c = self._config
-        c.check_message(response.job_id, response.round, "An unmask response")
-        _check_stage(self._stage, (_Stage.UNMASK,), "receive_unmask_response")
-        assert self._request is not None
+        """Keep one survivor's answer (checked for the asked-for peers)."""
         request = self._request
+        if request is None:
+            raise ProtocolError("No unmask request was made in this round.")
+        if response.job_id != request.job_id or response.round != request.round:
+            raise ProtocolError("An unmask response of another job or round was offered.")
+        sender = response.sender
+        neighbours = (
+            set(self._graph.neighbours(sender)) if sender in self._graph.node_set else set()
+        )
         if (
-            response.sender not in request.survivors
-            or response.sender in self._responses
-            or set(response.self_mask_shares) != request.survivors
-            or set(response.mask_key_shares) != request.dropped
+            sender not in request.survivors
+            or sender in self._responses
+            or not set(response.self_mask_shares) <= (neighbours | {sender}) & request.survivors
+            or sender not in response.self_mask_shares
+            or set(response.pair_keys) != neighbours & request.dropped
         ):
             raise ProtocolError("An unmask response must answer the request, once per survivor.")
-        x = c.x_of(response.sender)
-        shares = [*response.self_mask_shares.values(), *response.mask_key_shares.values()]
-        if any(s.x != x or s.threshold != c.threshold for s in shares):
-            raise IntegrityError("integrity check failed")
-        self._responses[response.sender] = response
+        self._responses[sender] = response
 
     def aggregate(self) -> dict[str, UInt64Array]:
         """The exact Z_2^64 sums of the survivors' inputs, per statistic.
 
-        Needs at least t responses (else ProtocolError); a rebuilt seed that misses its
-        commitment or a rebuilt key that misses its advertised public key is an IntegrityError.
+        Needs t seed shares of every survivor and, for each dropout, the round keys of every
+        surviving neighbour (else ProtocolError); a rebuilt seed that misses its commitment
+        is an IntegrityError.
         """
-        _check_stage(self._stage, (_Stage.UNMASK,), "aggregate")
         c = self._config
-        assert self._request is not None
         request = self._request
-        if len(self._responses) < c.threshold:
-            raise ProtocolError(
-                f"The round cannot be unmasked: {len(self._responses)} unmask responses, "
-                f"fewer than threshold={c.threshold}."
-            )
-        responses = [self._responses[p] for p in sorted(self._responses)]
-        seeds: dict[str, bytes] = {}
-        for u in sorted(request.survivors):
-            seed = self._rebuild([r.self_mask_shares[u] for r in responses])
-            expected = _prg.seed_commitment(seed, job_id=c.job_id, round_no=c.round, owner=u)
-            if expected != self._adverts[u].seed_commitment:
-                raise IntegrityError("integrity check failed")
-            seeds[u] = seed
-        dropped_keys: dict[str, X25519PrivateKey] = {}
-        for u in sorted(request.dropped):
-            raw = self._rebuild([r.mask_key_shares[u] for r in responses])
-            key = _prg.x25519_from_bytes(raw)
-            if _prg.x25519_public_bytes(key) != self._adverts[u].mask_public:
-                raise IntegrityError("integrity check failed")
-            dropped_keys[u] = key
-        result: dict[str, UInt64Array] = {}
-        for statistic, total in self._sums.items():
-            flat = total.reshape(-1).copy()
-            stream = _prg.Keystream(flat.size)
-            for u, seed in seeds.items():
-                flat -= _self_mask(stream, config=c, statistic=statistic, seed=seed, owner=u)
-            for u, key in dropped_keys.items():
-                for v in sorted(request.survivors):
-                    shared = _prg.x25519_exchange(key, self._adverts[v].mask_public)
-                    mask = _pair_mask(
-                        stream, config=c, statistic=statistic, shared=shared, a=u, b=v
-                    )
-                    if v < u:  # v added +PRG(s_vu)
-                        flat -= mask
-                    else:  # v subtracted it
-                        flat += mask
-            result[statistic] = flat.reshape(total.shape)
-        self._stage = _Stage.DONE
-        return result
-
-    @staticmethod
-    def _rebuild(shares: list[Share]) -> bytes:
+        if request is None:
+            raise ProtocolError("No unmask request was made in this round.")
+        survivors = sorted(request.survivors)
+        held: dict[str, list[bytes]] = {u: [] for u in survivors}  # owner -> shares
+        for _, response in sorted(self._responses.items()):
+            for owner, share in response.self_mask_shares.items():
+                held[owner].append(share)
+        xs, ys = [], []
+        for u in survivors:
+            points = [shamir.share_from_bytes(s, SEED_BYTES) for s in held[u][: c.threshold]]
+            if len(points) < c.threshold:
+                raise ProtocolError(
+                    f"The round cannot be unmasked: {len(points)} shares of the seed of "
+                    f"{u!r} arrived, fewer than threshold={c.threshold}."
+                )
+            xs.append([x for x, _ in points])
+            ys.append([y for _, y in points])
         try:
-            return combine(shares)
+            seeds = shamir.combine_many(
+                np.asarray(xs, dtype=np.uint64), np.asarray(ys, dtype=np.uint64), SEED_BYTES
+            )
         except ValueError:
             raise IntegrityError("integrity check failed") from None
-
-    def _need(self, n: int, what: str) -> None:
-        c = self._config
-        if n < max(c.min_cohort, c.threshold):
-            raise ProtocolError(
-                f"The round cannot proceed past {what}: {n} participants, fewer than "
-                f"max(threshold={c.threshold}, min_cohort={c.min_cohort})."
+        for u, seed in zip(survivors, seeds, strict=True):
+            expected = _prg.seed_commitment(seed, job_id=c.job_id, round_no=self._round, owner=u)
+            if expected != self._inputs[u].seed_commitment:
+                raise IntegrityError("integrity check failed")
+        pairs: list[tuple[str, str]] = []  # (survivor v, dropout d)
+        for d in sorted(request.dropped):
+            for v in self._graph.neighbours(d):
+                if v not in request.survivors:
+                    continue
+                if v not in self._responses:
+                    raise ProtocolError(
+                        f"The round cannot be unmasked: survivor {v!r} did not answer the "
+                        f"unmasking, and only it can remove its mask with dropout {d!r}."
+                    )
+                pairs.append((v, d))
+        flat = np.concatenate([self._sums[k].reshape(-1) for k in sorted(self._sums)])
+        stream = _prg.Keystream(flat.size)
+        for u, seed in zip(survivors, seeds, strict=True):
+            flat -= stream.words(
+                _prg.self_mask_key(seed, job_id=c.job_id, round_no=self._round, owner=u)
             )
+        for v, d in pairs:
+            key = self._responses[v].pair_keys[d]
+            if len(key) != _prg.KEY_BYTES:
+                raise ProtocolError(f"survivor {v!r} revealed a malformed round key with {d!r}.")
+            mask = stream.words(key)
+            if v < d:  # v added +PRG(s_vd)
+                flat -= mask
+            else:
+                flat += mask
+        return _unflatten(flat, self._shapes)

@@ -1,128 +1,169 @@
-"""Shamir secret sharing (Shamir 1979) of short byte strings over GF(2^521 − 1).
+"""Shamir secret sharing (Shamir 1979) of short byte strings, vectorised over GF(2^31 − 1).
 
-A secret of L <= 64 bytes is read as a big-endian integer s < 2^512 < p = 2^521 − 1 (a Mersenne
-prime). :func:`split` draws a_1..a_{t−1} uniformly from GF(p) with :mod:`secrets` and hands out
-the points (x, f(x)) of f(X) = s + a_1 X + … + a_{t−1} X^{t−1} for x = 1..n; :func:`combine`
-evaluates the Lagrange interpolant at 0. Any t shares determine s; any t − 1 shares are
-independent of s (perfect secrecy). Shares serialise to fixed-length bytes (no pickle) and hide
-their value in ``repr``.
+A secret of L <= 64 bytes is cut into m = ceil(8L / 30) limbs of 30 bits (big-endian), each
+below p = 2^31 − 1 (a Mersenne prime), and every limb is shared with its own polynomial
+f_j(X) = s_j + a_j1 X + … + a_j,t−1 X^{t−1} whose coefficients are drawn uniformly from GF(p)
+with :func:`os.urandom`. Any t points (x, f(x)) determine every limb; any t − 1 points are
+uniformly distributed whatever the secret (perfect secrecy, limb by limb).
+
+Products of two field elements stay below 2^62, so numpy ``uint64`` evaluates many shares,
+or rebuilds many secrets, in a few array operations instead of per-secret Python loops:
+:func:`split` evaluates one sharing at all x at once (Horner over the coefficient axis);
+:func:`combine_many` rebuilds S secrets from t shares each with one Lagrange pass over
+(S, t) arrays (inverses by Fermat, x^(p−2)).
+
+A share serialises to fixed-length bytes (:func:`share_bytes`): x (4 bytes) then the m limbs
+(4 bytes each), all big-endian; no pickle.
 """
 
 from __future__ import annotations
 
-import hmac
-import secrets
+import os
+import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import NoReturn
 
-from protocol._validation import check_int
+import numpy as np
+from numpy.typing import NDArray
 
-__all__ = ["MAX_SECRET_BYTES", "PRIME", "Share", "combine", "split"]
+__all__ = [
+    "MAX_SECRET_BYTES", "PRIME", "combine", "combine_many", "limbs", "share_bytes",
+    "share_from_bytes", "split",
+]
 
-PRIME = 2**521 - 1
+PRIME = 2**31 - 1
+LIMB_BITS = 30
 MAX_SECRET_BYTES = 64
-MAX_SHARES = 65535
-_VERSION = 1
-_Y_BYTES = 66
-SHARE_BYTES = 1 + 2 + 2 + 1 + _Y_BYTES
+MAX_X = PRIME - 1
+UInt64Array = NDArray[np.uint64]
+_P = np.uint64(PRIME)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Share:
-    """One point (x, y) of a sharing polynomial, with its threshold and the secret's length."""
-
-    x: int
-    threshold: int
-    length: int
-    y: int = field(repr=False)
-
-    def __repr__(self) -> str:
-        return f"Share(x={self.x}, threshold={self.threshold}, length={self.length}, y=<hidden>)"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Share):
-            return NotImplemented
-        return hmac.compare_digest(self.to_bytes(), other.to_bytes())
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("Share objects are not picklable; use Share.to_bytes().")
-
-    def to_bytes(self) -> bytes:
-        """Fixed-length encoding: version, x (2 B), threshold (2 B), length (1 B), y (66 B)."""
-        return (
-            bytes([_VERSION])
-            + self.x.to_bytes(2, "big")
-            + self.threshold.to_bytes(2, "big")
-            + bytes([self.length])
-            + self.y.to_bytes(_Y_BYTES, "big")
-        )
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Share:
-        """Inverse of :meth:`to_bytes`; a malformed encoding is a ValueError."""
-        if not isinstance(data, bytes) or len(data) != SHARE_BYTES or data[0] != _VERSION:
-            raise ValueError(f"A share must be {SHARE_BYTES} bytes in format version {_VERSION}.")
-        x = int.from_bytes(data[1:3], "big")
-        threshold = int.from_bytes(data[3:5], "big")
-        length = data[5]
-        y = int.from_bytes(data[6:], "big")
-        if not (x >= 1 and threshold >= 2 and 1 <= length <= MAX_SECRET_BYTES and y < PRIME):
-            raise ValueError("A share's x, threshold, length or value is out of range.")
-        return cls(x=x, threshold=threshold, length=length, y=y)
+def limbs(length: int) -> int:
+    """Number of 30-bit limbs of a ``length``-byte secret."""
+    return -(-8 * length // LIMB_BITS)
 
 
-def split(secret: bytes, *, threshold: int, n_shares: int) -> list[Share]:
-    """Shares x = 1..n_shares of ``secret``; any ``threshold`` of them recover it."""
-    if not isinstance(secret, bytes) or not 1 <= len(secret) <= MAX_SECRET_BYTES:
-        raise ValueError(f"secret must be 1 to {MAX_SECRET_BYTES} bytes.")
-    n_shares = check_int(n_shares, name="n_shares", owner="split", low=2, high=MAX_SHARES)
-    threshold = check_int(threshold, name="threshold", owner="split", low=2, high=n_shares)
-    coefficients = [int.from_bytes(secret, "big")]
-    coefficients += [secrets.randbelow(PRIME) for _ in range(threshold - 1)]
-    shares = []
-    for x in range(1, n_shares + 1):
-        y = 0
-        for a in reversed(coefficients):  # Horner
-            y = (y * x + a) % PRIME
-        shares.append(Share(x=x, threshold=threshold, length=len(secret), y=y))
-    return shares
+def _to_limbs(secret: bytes) -> UInt64Array:
+    value, m = int.from_bytes(secret, "big"), limbs(len(secret))
+    mask = (1 << LIMB_BITS) - 1
+    return np.array(
+        [(value >> (LIMB_BITS * (m - 1 - j))) & mask for j in range(m)], dtype=np.uint64
+    )
 
 
-def _interpolate_at_zero(points: Sequence[tuple[int, int]]) -> int:
-    """Lagrange: f(0) = Σ_j y_j Π_{m≠j} x_m / (x_m − x_j) over GF(p)."""
-    total = 0
-    for j, (xj, yj) in enumerate(points):
-        num, den = 1, 1
-        for m, (xm, _) in enumerate(points):
-            if m != j:
-                num = num * xm % PRIME
-                den = den * (xm - xj) % PRIME
-        total = (total + yj * num * pow(den, -1, PRIME)) % PRIME
-    return total
-
-
-def combine(shares: Sequence[Share]) -> bytes:
-    """The secret from at least ``threshold`` shares of one sharing.
-
-    Fewer shares, duplicated x, or shares of different sharings are a ValueError; shares that
-    do not lie on one polynomial of the declared degree almost surely interpolate to a value
-    of more than ``length`` bytes, also a ValueError.
-    """
-    if not shares or not all(isinstance(s, Share) for s in shares):
-        raise ValueError("combine needs a non-empty sequence of Share objects.")
-    threshold, length = shares[0].threshold, shares[0].length
-    if any(s.threshold != threshold or s.length != length for s in shares):
-        raise ValueError("Shares come from different sharings (threshold or length differ).")
-    if len({s.x for s in shares}) != len(shares):
-        raise ValueError("Shares must have distinct x coordinates.")
-    if len(shares) < threshold:
-        raise ValueError(
-            f"combine needs at least threshold={threshold} shares; got {len(shares)}."
-        )
-    value = _interpolate_at_zero([(s.x, s.y) for s in shares])
+def _from_limbs(values: UInt64Array, length: int) -> bytes:
+    if np.any(values >= np.uint64(1 << LIMB_BITS)):
+        raise ValueError("Shares are inconsistent: they do not determine a secret.")
+    value = 0
+    for limb in values.tolist():
+        value = (value << LIMB_BITS) | int(limb)
     if value >= 1 << (8 * length):
         raise ValueError("Shares are inconsistent: they do not determine a secret.")
     return value.to_bytes(length, "big")
+
+
+def _uniform(shape: tuple[int, ...]) -> UInt64Array:
+    """Uniform elements of GF(p) from os.urandom (31 random bits, p itself redrawn)."""
+    count = int(np.prod(shape))
+    out = np.frombuffer(os.urandom(4 * count), dtype="<u4").astype(np.uint64) & _P
+    bad = out == _P
+    while bad.any():
+        out[bad] = np.frombuffer(os.urandom(4 * int(bad.sum())), dtype="<u4") & _P
+        bad = out == _P
+    return out.reshape(shape)
+
+
+def _check_xs(xs: UInt64Array) -> None:
+    if xs.size and (int(xs.min()) < 1 or int(xs.max()) > MAX_X):
+        raise ValueError(f"x coordinates must lie in 1..{MAX_X}.")
+
+
+def split(secret: bytes, *, threshold: int, xs: Sequence[int]) -> UInt64Array:
+    """The shares of ``secret`` at the distinct x coordinates ``xs``: an (len(xs), m) array.
+
+    Any ``threshold`` rows (with their x) recover the secret; fewer reveal nothing.
+    """
+    if not isinstance(secret, bytes) or not 1 <= len(secret) <= MAX_SECRET_BYTES:
+        raise ValueError(f"secret must be 1 to {MAX_SECRET_BYTES} bytes.")
+    points = np.asarray(xs, dtype=np.uint64)
+    _check_xs(points)
+    if len(set(points.tolist())) != points.size:
+        raise ValueError("Share x coordinates must be distinct.")
+    if not 1 <= threshold <= max(1, points.size):
+        raise ValueError(f"threshold must be 1 to the number of shares ({points.size}).")
+    s = _to_limbs(secret)
+    coefficients = _uniform((threshold - 1, s.size))  # a_1 .. a_{t-1}, per limb
+    y = np.zeros((points.size, s.size), dtype=np.uint64)
+    x = points[:, None]
+    for a in coefficients[::-1]:  # Horner: y = (y·x + a) mod p, highest degree first
+        y = (y * x + a[None, :]) % _P
+    return (y * x + s[None, :]) % _P
+
+
+def _power(base: UInt64Array, exponent: int) -> UInt64Array:
+    result = np.ones_like(base)
+    b = base % _P
+    while exponent:
+        if exponent & 1:
+            result = result * b % _P
+        b = b * b % _P
+        exponent >>= 1
+    return result
+
+
+def combine_many(xs: UInt64Array, ys: UInt64Array, length: int) -> list[bytes]:
+    """S secrets of ``length`` bytes from t shares each: ``xs`` (S, t), ``ys`` (S, t, m).
+
+    Lagrange at zero: s = Σ_j y_j Π_{i≠j} x_i / (x_i − x_j) over GF(p). Duplicate x in a row
+    is a ValueError; shares of different sharings, or fewer than the threshold, almost surely
+    give a limb or value out of range, also a ValueError.
+    """
+    xs = np.asarray(xs, dtype=np.uint64)
+    ys = np.asarray(ys, dtype=np.uint64)
+    if xs.ndim != 2 or ys.shape != (*xs.shape, limbs(length)):
+        raise ValueError("combine_many needs xs of shape (S, t) and ys of shape (S, t, m).")
+    _check_xs(xs)
+    if np.any(ys >= _P):
+        raise ValueError("A share's value is out of range.")
+    S, t = xs.shape
+    if S == 0:
+        return []
+    ordered = np.sort(xs, axis=1)
+    if t > 1 and np.any(ordered[:, 1:] == ordered[:, :-1]):
+        raise ValueError("Shares must have distinct x coordinates.")
+    weights = np.empty((S, t), dtype=np.uint64)
+    for j in range(t):
+        num = np.ones(S, dtype=np.uint64)
+        den = np.ones(S, dtype=np.uint64)
+        for i in range(t):
+            if i != j:
+                num = num * xs[:, i] % _P
+                den = den * ((xs[:, i] + _P - xs[:, j]) % _P) % _P
+        weights[:, j] = num * _power(den, PRIME - 2) % _P
+    secret_limbs = np.zeros((S, ys.shape[2]), dtype=np.uint64)
+    for j in range(t):
+        secret_limbs = (secret_limbs + weights[:, j, None] * ys[:, j, :]) % _P
+    return [_from_limbs(row, length) for row in secret_limbs]
+
+
+def combine(xs: Sequence[int], ys: UInt64Array, length: int) -> bytes:
+    """One secret from shares at ``xs`` (distinct) with values ``ys`` (len(xs), m)."""
+    return combine_many(
+        np.asarray([list(xs)], dtype=np.uint64), np.asarray(ys, dtype=np.uint64)[None], length
+    )[0]
+
+
+def share_bytes(x: int, values: UInt64Array) -> bytes:
+    """Fixed-length encoding of one share: x then its limbs, 4 bytes each, big-endian."""
+    return np.concatenate([[x], values]).astype(">u4").tobytes()
+
+
+def share_from_bytes(data: bytes, length: int) -> tuple[int, UInt64Array]:
+    """Inverse of :func:`share_bytes` for a ``length``-byte secret; malformed is ValueError."""
+    m = limbs(length)
+    if not isinstance(data, bytes) or len(data) != 4 * (m + 1):
+        raise ValueError(f"A share of a {length}-byte secret is {4 * (m + 1)} bytes.")
+    words = struct.unpack(f">{m + 1}I", data)
+    if not 1 <= words[0] <= MAX_X or max(words[1:]) >= PRIME:
+        raise ValueError("A share's x or value is out of range.")
+    return words[0], np.array(words[1:], dtype=np.uint64)

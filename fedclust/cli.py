@@ -180,7 +180,13 @@ def _add_bound_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_release_argument(parser: argparse.ArgumentParser) -> None:
-    """``--min-center-contributors``: the job's release rule for centers."""
+    """``--min-center-contributors``: the job's release rule for centers; and
+    ``--masking-graph``: whom each participant masks with."""
+    parser.add_argument(
+        "--masking-graph", choices=("auto", "full"), default="auto",
+        help="masking partners: auto (SecAgg+: O(log n) neighbours in large cohorts) or full "
+        "(every pair, Bonawitz et al.)",
+    )
     parser.add_argument(
         "--min-center-contributors", type=int, default=1, metavar="N",
         help="withhold a center that fewer than N participants stand behind (default 1: "
@@ -612,6 +618,7 @@ def _simulate(args: argparse.Namespace) -> int:
         "max_rounds": args.max_rounds, "gamma": args.gamma, "protection": args.protection,
         "max_rows": args.max_rows, "value_bound": args.value_bound,
         "min_center_contributors": args.min_center_contributors,
+        "masking_graph": args.masking_graph,
     }
     spec = _valid_job(lambda: job_spec(federation, **params))
     if args.transport == "asgi":
@@ -751,6 +758,7 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
             gamma=args.gamma, protection=args.protection, value_bound=args.value_bound,
             max_rows=args.max_rows, distill=distill, fedcref=fedcref,
             min_center_contributors=getattr(args, "min_center_contributors", 1),
+            masking_graph=getattr(args, "masking_graph", "auto"),
         )
 
     return _valid_job(build)

@@ -44,7 +44,8 @@ from pydantic import BaseModel
 
 from coordinator._rounds import MIN_PROTECTED_MEMBERS
 from crypto.fixedpoint import SIGNED_LIMIT_BITS, Statistic, decode, encode
-from crypto.masking import IdentityKey, MaskingClient, MaskingServer, RoundConfig
+from crypto.graph import graph_parameters
+from crypto.masking import IdentityKey, JobConfig, MaskingClient, MaskingServer
 from protocol._validation import check_float, check_int
 
 if TYPE_CHECKING:
@@ -338,10 +339,11 @@ def _scale_bits(n_parties: int, bound: float) -> int:
 class MaskedAggregator:
     """The drivers' ``aggregate`` hook with pairwise masking: one masking round per call.
 
-    Every participant gets a fresh Ed25519 identity key per simulation; each call builds a
-    :class:`RoundConfig` with the next round number and the majority threshold, has every
-    member encode its named arrays (:func:`crypto.fixedpoint.encode`) under the declared
-    bound of that field (``bounds[name]``, per value) and mask them, and returns the decoded
+    Every participant gets a fresh Ed25519 identity key per simulation; each group sets up
+    its masking keys and graph once (``crypto.masking``, SecAgg+) and each call is the next
+    round of that group's sums: every member encodes its named arrays
+    (:func:`crypto.fixedpoint.encode`) under the declared bound of that field
+    (``bounds[name]``, per value) and masks them, and the call returns the decoded
     unmasked SUM, the only thing the server side sees besides masked vectors. Groups with fewer
     than :data:`MIN_PROTECTED_MEMBERS` members are summed in the clear and listed in ``notes``.
     """
@@ -350,7 +352,7 @@ class MaskedAggregator:
         self._keys = {n: IdentityKey.generate() for n in names}
         self._public = {n: k.public_bytes() for n, k in self._keys.items()}
         self._bounds = dict(bounds)
-        self._round = 0
+        self._groups: dict[tuple[str, ...], tuple[MaskingServer, dict[str, MaskingClient]]] = {}
         self.masked_rounds = 0
         self.clear_sums: list[tuple[str, ...]] = []
 
@@ -386,24 +388,38 @@ class MaskedAggregator:
                 k: np.sum([np.asarray(answers[n][k], dtype=np.float64) for n in names], axis=0)
                 for k in keys
             }
-        self._round += 1
         self.masked_rounds += 1
         stats = {k: Statistic(k, _scale_bits(len(names), self._bounds[k]), self._bounds[k])
                  for k in keys}
-        config = RoundConfig.with_majority(_JOB_ID, self._round, names)
-        public = {n: self._public[n] for n in names}
-        clients = {n: MaskingClient(config, n, self._keys[n], public) for n in names}
-        server = MaskingServer(config, public)
-        adverts = server.receive_adverts([c.advertise() for c in clients.values()])
-        inbox = server.route_shares([s for c in clients.values() for s in c.share_keys(adverts)])
+        server, clients = self._group(tuple(sorted(names)))
+        round_no = self.masked_rounds
+        rnd = server.begin(round_no, names)
         for n, client in clients.items():
             encoded = {k: encode(stats[k], answers[n][k]) for k in keys}
-            server.receive_masked_input(client.masked_input(encoded, inbox[n]))
-        request = server.unmask_request()
-        for client in clients.values():
-            server.receive_unmask_response(client.unmask(request))
-        totals = server.aggregate()
+            rnd.receive_masked_input(client.masked_input(round_no, names, encoded))
+        request, inboxes = rnd.unmask_request()
+        for n, client in clients.items():
+            rnd.receive_unmask_response(client.unmask(request, inboxes[n]))
+        totals = rnd.aggregate()
         return {k: decode(stats[k], totals[k], len(names)) for k in keys}
+
+    def _group(
+        self, names: tuple[str, ...]
+    ) -> tuple[MaskingServer, dict[str, MaskingClient]]:
+        """The group's masking server and clients, keys set up at its first sum."""
+        if names not in self._groups:
+            params = graph_parameters(len(names))
+            config = JobConfig(
+                f"{_JOB_ID}/{len(self._groups) + 1}", names, params.degree, params.threshold
+            )
+            public = {n: self._public[n] for n in names}
+            clients = {n: MaskingClient(config, n, self._keys[n], public) for n in names}
+            server = MaskingServer(config, public)
+            adverts = server.receive_adverts([c.advertise() for c in clients.values()])
+            for client in clients.values():
+                client.receive_adverts(adverts)
+            self._groups[names] = (server, clients)
+        return self._groups[names]
 
 
 # -- result document ---------------------------------------------------------------------------

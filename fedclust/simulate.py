@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -113,6 +113,7 @@ def job_spec(
     max_rows: int | None = None,
     value_bound: float | None = None,
     min_center_contributors: int = 1,
+    masking_graph: Literal["auto", "full"] = "auto",
 ) -> JobCreate:
     """The job a simulation runs, participants named ``participant-0``, ``participant-1``, ...
 
@@ -135,7 +136,7 @@ def job_spec(
         local_k_range=None if local_ks is None else (min(local_ks), max(local_ks)),
         m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, protection=protection,
         max_rows=max_rows, value_bound=value_bound,
-        min_center_contributors=min_center_contributors,
+        min_center_contributors=min_center_contributors, masking_graph=masking_graph,
     )
 
 
@@ -166,7 +167,7 @@ def _protected(
         }
         summation = MaskedSummation(
             SIMULATION_JOB_ID, {name: key.public_bytes() for name, key in keys.items()},
-            concurrent=False,
+            concurrent=False, graph=spec.masking_graph,
         )
     else:
         holder = PaillierKeyHolder(MemoryPaillierStore.with_rosters({SIMULATION_JOB_ID: names}))
@@ -214,6 +215,7 @@ def simulate(
     max_rows: int | None = None,
     value_bound: float | None = None,
     min_center_contributors: int = 1,
+    masking_graph: Literal["auto", "full"] = "auto",
 ) -> SimulationReport:
     """Run a K sweep of ``algorithm`` over the federation, in process.
 
@@ -233,12 +235,14 @@ def simulate(
             from the participants' declared bounds; an override below a declaration fails).
         min_center_contributors: withhold (in the result document) a center that fewer
             participants stand behind.
+        masking_graph: whom each participant masks with ("auto": SecAgg+'s sparse graph
+            where the cohort is large enough; "full": every pair).
     """
     spec = job_spec(
         federation, algorithm=algorithm, ks=ks, seed=seed, standardise=standardise,
         local_ks=local_ks, m=m, eps=eps, max_rounds=max_rounds, gamma=gamma,
         protection=protection, max_rows=max_rows, value_bound=value_bound,
-        min_center_contributors=min_center_contributors,
+        min_center_contributors=min_center_contributors, masking_graph=masking_graph,
     )
     names = spec.participants
     counter = CountingService(names, min_participants=min_cohort)

@@ -3,9 +3,12 @@
 :func:`run_agent` runs next to an organisation's data:
 
 1. load the data file once (:mod:`participant.config`) and enrol with its width and policy;
-2. long-poll ``GET /tasks/next``; answer each task with :func:`participant.dispatch.execute` on
-   the job's own :class:`~participant.local.LocalParticipant` (a fresh copy of the rows per job,
-   since standardisation is per job) and ``POST`` the :class:`~protocol.messages.Contribution`;
+2. long-poll ``GET /tasks/next`` (large values as blob references, each fetched once from
+   ``GET /blobs/{sha256}`` and cached); answer each task with
+   :func:`participant.dispatch.execute` on the job's own
+   :class:`~participant.local.LocalParticipant`, which shares the rows loaded once (read-only;
+   a job's standardisation makes its own z-scored array), and ``POST`` the
+   :class:`~protocol.messages.Contribution`;
 3. a ``report_count`` task sends N_l to the counting service only (the job's ``count_sink``);
    the coordinator gets an ``ack``.
 
@@ -63,7 +66,9 @@ from participant.rosters import RosterBook
 from participant.secure import PeerPins, SecureSession, load_identity
 from protocol import messages as msg
 from protocol._validation import FloatArray
+from protocol.blobs import BLOB_KEY, digest, inline
 from protocol.errors import RefusedError
+from protocol.rows import as_rows
 from protocol.secure_wire import b64
 
 __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
@@ -80,6 +85,7 @@ STEP_KINDS: Final = frozenset(
 )
 
 _JOBS_IN_MEMORY: Final = 4
+_BLOBS_IN_MEMORY: Final = 16
 _REASON_MAX: Final = 2000
 _STATE_VERSION: Final = 1
 
@@ -291,7 +297,9 @@ class _Agent:
     ) -> None:
         self._config = config
         self._identity = identity
+        X.flags.writeable = False  # shared by every job, never modified
         self._X = X
+        self._rows = as_rows(X, name=f"data of participant {config.id!r}")
         self._labels = labels
         self._stop = stop
         self._coordinator = coordinator
@@ -304,14 +312,17 @@ class _Agent:
         self._pins = PeerPins(config.state_dir / "peer-identities.json", config.peers)
         self._rosters = RosterBook(config.state_dir / "rosters.json")
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()  # by SHA-256, least recent first
 
     # -- loop ------------------------------------------------------------------------------
     def run(self) -> None:
         self._enrol()
+        task: msg.Task | None = None
         while not self._stop.is_set():
-            task = self._next_task()
-            if task is not None:
-                self._submit(task.job_id, task.task_id, self._answer(task))
+            if task is None:
+                task = self._next_task()
+            else:  # the answer's response carries the next task
+                task = self._submit(task.job_id, task.task_id, self._answer(task))
 
     def _enrol(self) -> None:
         enrolment = msg.Enrolment.model_validate(
@@ -337,8 +348,12 @@ class _Agent:
     def _next_task(self) -> msg.Task | None:
         response = self._request(
             self._coordinator, "GET", "/tasks/next",
-            what="task poll", params={"wait": self._poll_wait},
+            what="task poll", params={"wait": self._poll_wait, "blobs": "true"},
         )
+        return self._read_task(response)
+
+    def _read_task(self, response: httpx.Response) -> msg.Task | None:
+        """The task a poll (or an answer) returned; None for 204 or an unreadable task."""
         if response.status_code == 204:
             return None
         if response.status_code != 200:
@@ -347,10 +362,31 @@ class _Agent:
                 f"HTTP {response.status_code} {_detail(response)}"
             )
         try:
-            return msg.Task.model_validate_json(response.content)
+            if BLOB_KEY.encode() not in response.content:
+                return msg.Task.model_validate_json(response.content)
+            return msg.Task.model_validate(inline(json.loads(response.content), self._blob))
         except ValidationError as exc:
             self._refuse_unreadable(response, exc)
             return None
+
+    def _blob(self, name: str) -> bytes:
+        """A task's large value by SHA-256, fetched once and kept for the next tasks."""
+        data = self._blobs.get(name)
+        if data is None:
+            response = self._request(self._coordinator, "GET", f"/blobs/{name}", what="blob")
+            if response.status_code != 200:
+                raise AgentError(
+                    f"the coordinator did not hand out blob {name}: "
+                    f"HTTP {response.status_code} {_detail(response)}"
+                )
+            data = response.content
+            if digest(data) != name:
+                raise AgentError(f"the coordinator's blob {name} does not hash to its name")
+            self._blobs[name] = data
+            while len(self._blobs) > _BLOBS_IN_MEMORY:
+                self._blobs.popitem(last=False)
+        self._blobs.move_to_end(name)
+        return data
 
     def _refuse_unreadable(self, response: httpx.Response, exc: ValidationError) -> None:
         problems = "; ".join(
@@ -414,7 +450,7 @@ class _Agent:
             log.info("job %s task %d: refused (%s)", task.job_id, task.task_id, reply.reason)
             return reply
         begins_sum = False
-        if isinstance(spec, msg.SecureAdvertiseTask | msg.PaillierInputTask):
+        if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask):
             begins_sum = True
             state.secure_round = max(state.secure_round, spec.round)
         if isinstance(spec, msg.ApplyStandardisationTask) or new_step or begins_sum:
@@ -446,7 +482,9 @@ class _Agent:
         spec, policy = task.spec, self._config.policy
         if isinstance(spec, msg.DeclareTask):
             self._rosters.admit(task.job_id, spec.roster, policy)
-        elif isinstance(spec, msg.SecureAdvertiseTask):
+        elif isinstance(spec, msg.SecureSetupTask):
+            self._rosters.require_admitted(task.job_id, policy, spec.roster)
+        elif isinstance(spec, msg.SecureInputTask):
             self._rosters.require_admitted(task.job_id, policy, spec.cohort)
         elif isinstance(spec, msg.PaillierInputTask):
             self._rosters.require_admitted(task.job_id, policy)
@@ -458,7 +496,7 @@ class _Agent:
             return job
         state = self._states.load(job_id)
         local = LocalParticipant(
-            self._X.copy(),
+            self._rows,
             name=self._config.id,
             policy=self._config.policy,
             count_sink=self._count_sink(job_id),
@@ -481,6 +519,7 @@ class _Agent:
             SecureSession(
                 local, participant_id=self._config.id, job_id=job_id, identity=self._identity,
                 pins=self._pins, last_round=state.secure_round,
+                keys_dir=self._states.path(job_id).with_name(f"{job_id}.keys"),
             ),
             PaillierSession(
                 local, participant_id=self._config.id, job_id=job_id,
@@ -554,17 +593,20 @@ class _Agent:
 
         return sink
 
-    def _submit(self, job_id: str, task_id: int, reply: msg.Reply) -> None:
+    def _submit(self, job_id: str, task_id: int, reply: msg.Reply) -> msg.Task | None:
+        """Send a task's reply; the next task, which the coordinator returns in the same
+        request (waiting for one up to ``poll_wait``), or None."""
         body = msg.Contribution(job_id=job_id, task_id=task_id, reply=reply)
         response = self._request(
-            self._coordinator, "POST", f"/jobs/{job_id}/tasks/{task_id}/contribution",
+            self._coordinator, "POST", f"/jobs/{job_id}/tasks/{task_id}/answer",
             what=f"contribution to job {job_id} task {task_id}",
             body=_Body(body, recipient="coordinator", what="contribution", kind=reply.kind,
                        job=job_id, task_id=task_id),
+            params={"wait": self._poll_wait, "blobs": "true"},
         )
         if response.is_success:
             log.info("job %s task %d: %s reply sent", job_id, task_id, reply.kind)
-            return
+            return self._read_task(response)
         detail = _detail(response)
         if response.status_code == 401:
             raise AgentError(
@@ -573,13 +615,13 @@ class _Agent:
         if response.status_code == 422 and not isinstance(reply, msg.RefusalReply):
             log.warning("job %s task %d: reply rejected (%s)", job_id, task_id, detail)
             reason = f"the coordinator rejected this participant's {reply.kind!r} reply: {detail}"
-            self._submit(job_id, task_id, msg.RefusalReply(reason=_clip(reason)))
-            return
+            return self._submit(job_id, task_id, msg.RefusalReply(reason=_clip(reason)))
         log.warning(
             "job %s task %d: contribution not accepted (HTTP %d %s)",
             job_id, task_id, response.status_code, detail,
         )
         self._stop.wait(self._retry_initial)  # a task served again must not become a hot loop
+        return None
 
     # -- transport -------------------------------------------------------------------------
     def _request(

@@ -444,27 +444,13 @@ def _load_npy(path: Path, columns: Sequence[str | int] | None) -> FloatArray:
 
 def _load_parquet(path: Path, columns: tuple[str, ...] | None) -> FloatArray:
     try:
-        pq: Any = importlib.import_module("pyarrow.parquet")
+        importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise ValueError(
             f"data file {path} is Parquet, which needs the pyarrow package; it is not "
             "installed. Install pyarrow or convert the file to CSV or .npy."
         ) from None
-    try:
-        table = pq.read_table(path, columns=None if columns is None else list(columns))
-    except (OSError, ValueError, KeyError) as exc:
-        raise ValueError(f"data file {path} cannot be read as Parquet ({exc}).") from None
-    out = []
-    for column_name in table.column_names:
-        column = table.column(column_name)
-        if column.null_count:
-            raise ValueError(f"column {column_name!r} of {path} has missing values.")
-        values = np.asarray(column.to_numpy())
-        if not np.issubdtype(values.dtype, np.number):
-            if columns is None:
-                continue  # like CSV: categorical columns are left out unless named
-            raise ValueError(f"column {column_name!r} of {path} is not numeric.")
-        out.append(values.astype(np.float64))
-    if not out:
-        raise ValueError(f"data file {path} has no numeric column.")
-    return np.column_stack(out)
+    from fedclust.data.stream import parquet_rows
+
+    # Read in chunks into one matrix (about the data's size plus one chunk, no column copies).
+    return parquet_rows(path, columns=columns).in_memory().X

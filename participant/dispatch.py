@@ -29,7 +29,7 @@ OVER_BOUND_REASON: Final = (
 )
 
 _SECURE_STAGES = (
-    msg.SecureAdvertiseTask, msg.SecureShareKeysTask, msg.SecureInputTask, msg.SecureUnmaskTask,
+    msg.SecureSetupTask, msg.SecureGraphTask, msg.SecureInputTask, msg.SecureUnmaskTask,
     msg.PaillierInputTask,
 )
 

@@ -4,6 +4,11 @@ A :class:`LocalParticipant` holds one organisation's data and answers a coordina
 requests by calling the pure participant-side functions of ``protocol``. It checks its
 :class:`~participant.policy.Policy` before computing anything. The in-process simulator
 uses it directly; the network agent wraps the same object behind HTTP.
+
+The rows are checked once, when the participant is built (:class:`protocol.rows.Rows`, with
+their squared norms), and shared, never copied: every statistic reads them block by block
+(``protocol.rows``), so a job's extra memory is a constant. A standardisation replaces them
+by one new array.
 """
 
 from __future__ import annotations
@@ -26,16 +31,21 @@ from protocol import (
     validity,
 )
 from protocol._fuzzy import nearest
-from protocol._validation import FloatArray, check_centers, check_data
+from protocol._validation import FloatArray, check_centers
 from protocol.declaration import Declaration
 from protocol.errors import RefusedError
+from protocol.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
 
 
 class LocalParticipant:
     """One organisation's rows, kept local; only the statistics below ever leave.
 
     Args:
-        X: the participant's data, shape (n_samples, n_features).
+        X: the participant's data, shape (n_samples, n_features); or :class:`Rows` already
+            checked (shared as they are: several jobs can hold the same rows); or a
+            :class:`RowSource` read in chunks (``fedclust.data.stream``): the sums stream it,
+            the tasks needing every row at once (local FCM, k-means seeding, k-FED, local K)
+            read it whole for the task.
         name: a label for reports ("client-0", "hospital-a").
         policy: the local rules; the default allows every algorithm with the papers' rules.
         count_sink: how N_l reaches the counting service, ``sink(name, N_l)``; the agent
@@ -48,18 +58,20 @@ class LocalParticipant:
 
     def __init__(
         self,
-        X: ArrayLike,
+        X: ArrayLike | RowSource,
         *,
         name: str,
         policy: Policy | None = None,
         count_sink: Callable[[str, int], None] | None = None,
     ) -> None:
-        self._X = check_data(X, name=f"data of participant {name!r}")
+        self._rows = as_source(X, name=f"data of participant {name!r}")
         self.name = name
         self.policy = policy if policy is not None else Policy()
         #: The public bounds of the raw rows (``protocol.declaration``), fixed at load time:
         #: every size check below is made against them, never against the rows.
-        self.declaration: Declaration = self.policy.declare(self._X)
+        self.declaration: Declaration = self.policy.declare_extent(
+            self._rows.n_rows, largest_magnitude(self._rows)
+        )
         self._count_sink = count_sink
         self._held: tuple[center_kmeans.LocalPoints, float] | None = None
         #: The model-based tasks' handler (``participant.model_tasks.ModelTasks``), set by
@@ -67,9 +79,17 @@ class LocalParticipant:
         self.model_tasks: Any = None
 
     @property
+    def rows(self) -> RowSource:
+        """The (possibly standardised) rows, checked once; shared, never to be modified."""
+        return self._rows
+
+    def _in_memory(self) -> Rows:
+        return self._rows.in_memory()
+
+    @property
     def n_features(self) -> int:
         """The number of columns, a public part of the federation's schema."""
-        return int(self._X.shape[1])
+        return self._rows.n_features
 
     def _centers(self, centers: ArrayLike) -> FloatArray:
         return check_centers(centers, n_features=self.n_features)
@@ -85,16 +105,17 @@ class LocalParticipant:
         """Send N_l to the counting service; the coordinator gets nothing back."""
         if self._count_sink is None:
             raise RefusedError("this participant has no counting service to report N_l to.")
-        self._count_sink(self.name, int(self._X.shape[0]))
+        self._count_sink(self.name, self._rows.n_rows)
 
     # -- federated standardisation ----------------------------------------------------------
     def moment_sums(self, shift: ArrayLike | None = None) -> standardise.MomentSums:
         """Σ(x-s), Σ(x-s)² and N of the local rows for a public shift s (summed across)."""
-        return standardise.participant_moments(self._X, shift=shift)
+        return standardise.participant_moments(self._rows, shift=shift)
 
     def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None:
-        """Replace the local rows by their z-scores under the federation's mean and scale."""
-        self._X = standardise.apply(self._X, mean, scale)
+        """Replace the local rows by their z-scores under the federation's mean and scale (a new
+        array: the rows this participant was built with, maybe shared, are left as they are)."""
+        self._rows = as_rows(standardise.apply(self._in_memory().X, mean, scale))
 
     # -- Corcuera Bárcena et al.: exact local sums ------------------------------------------------
     def fcm_sums(self, centers: ArrayLike, *, m: float) -> exact_fcm.FCMSums:
@@ -112,7 +133,7 @@ class LocalParticipant:
             )
             if reason is not None:
                 raise RefusedError(reason)
-        return exact_fcm.participant_sums(self._X, C, m=m, enforce_rule=False)
+        return exact_fcm.participant_sums(self._rows, C, m=m, enforce_rule=False)
 
     # -- Stallmann & Wilbik: FedFCM ---------------------------------------------------------
     def local_fcm(
@@ -120,7 +141,7 @@ class LocalParticipant:
     ) -> fedfcm.LocalCenters:
         """Local FCM started from the global centers, run to local convergence (§2.2.1)."""
         return fedfcm.participant_local_fcm(
-            self._X, self._centers(centers), m=m, tol=tol, max_iter=max_iter
+            self._in_memory(), self._centers(centers), m=m, tol=tol, max_iter=max_iter
         )
 
     # -- the centers-based algorithms: local centers stay here ------------------------------
@@ -136,7 +157,7 @@ class LocalParticipant:
         and counts of the clusters with >= p points here."""
         self.policy.require("fkm")
         local = federated_kmeans.participant_init(
-            self._X, k, p=self.policy.min_cluster_size, seed=seed
+            self._in_memory(), k, p=self.policy.min_cluster_size, seed=seed
         )
         self._hold(local.means, local.counts.astype(np.float64), 0.0)
 
@@ -145,7 +166,7 @@ class LocalParticipant:
         Lloyd step); keep the means and counts of the clusters with >= p points here."""
         self.policy.require("fkm")
         local = federated_kmeans.participant_step(
-            self._X, self._centers(centers), p=self.policy.min_cluster_size
+            self._rows, self._centers(centers), p=self.policy.min_cluster_size
         )
         self._hold(local.means, local.counts.astype(np.float64), 0.0)
 
@@ -177,27 +198,27 @@ class LocalParticipant:
     # -- validation -------------------------------------------------------------------------
     def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> validity.FuzzyDBSums:
         """Per-cluster spread and membership sums for FedFuzzDB (Stallmann eq. 14–16)."""
-        return validity.participant_fuzzy_db_sums(self._X, self._centers(centers), m=m, q=q)
+        return validity.participant_fuzzy_db_sums(self._rows, self._centers(centers), m=m, q=q)
 
     def silhouette_sums(self, centers: ArrayLike) -> validity.SilhouetteSums:
         """Σ of simplified-silhouette values and their count over the local rows."""
-        return validity.participant_silhouette_sums(self._X, self._centers(centers))
+        return validity.participant_silhouette_sums(self._rows, self._centers(centers))
 
     def local_k(
         self, k_min: int, k_max: int, *, m: float, seed: int | None
     ) -> int:
         """This participant's own choice of K from a local-only sweep (§2.2.3)."""
-        return choose_k.participant_local_k(self._X, k_min, k_max, m=m, seed=seed)
+        return choose_k.participant_local_k(self._in_memory().X, k_min, k_max, m=m, seed=seed)
 
     # -- Dennis et al.: k-FED ---------------------------------------------------------------
     def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
         """Local k-means centers of clusters with >= p points, for the one-shot k-FED baseline."""
         self.policy.require("kfed")
         return kfed.participant_local_centers(
-            self._X, k_local, p=self.policy.min_cluster_size, seed=seed
+            self._in_memory(), k_local, p=self.policy.min_cluster_size, seed=seed
         )
 
     # -- evaluation (simulator only: a real agent never sends labels) ------------------------
     def assign(self, centers: ArrayLike) -> NDArray[np.intp]:
         """Hard assignment of the local rows to the nearest center."""
-        return nearest(self._X, self._centers(centers))
+        return nearest(self._in_memory().X, self._centers(centers))

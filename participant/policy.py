@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-import numpy as np
-
 from protocol._validation import FloatArray
 from protocol.declaration import Declaration, is_power_of_two, row_bucket, value_bucket
 from protocol.errors import RefusedError
@@ -93,8 +91,11 @@ class Policy:
             ValueError: ``X`` does not satisfy a configured bound — a local configuration
                 error naming the key, never sent to a coordinator.
         """
-        n_rows = int(X.shape[0])
-        largest = float(np.abs(X).max()) if X.size else 0.0
+        largest = max(float(X.max()), -float(X.min())) if X.size else 0.0  # no |X| copy
+        return self.declare_extent(int(X.shape[0]), largest)
+
+    def declare_extent(self, n_rows: int, largest: float) -> Declaration:
+        """:meth:`declare` from the row count and the largest |value| (of streamed rows)."""
         row_bound = row_bucket(n_rows) if self.row_bound is None else self.row_bound
         if not row_bound // 2 < n_rows <= row_bound:
             raise ValueError(

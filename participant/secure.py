@@ -1,22 +1,27 @@
-"""A participant's side of the secure sums of one job (pairwise masking, ``crypto.masking``).
+"""A participant's side of the secure sums of one job (SecAgg+ masking, ``crypto.masking``).
 
-The coordinator runs each secure sum in four stages, each a task to every cohort member
-(``protocol.messages.Secure*Task``); :class:`SecureSession` answers them:
+The coordinator sets up keys once per group of participants that sums together (usually the
+whole job, numbered ``setup``), then runs each secure sum in two stages, each a task to
+every member (``protocol.messages.Secure*Task``); :class:`SecureSession` answers:
 
-0. ``secure_advertise``: check the cohort (this participant in it, at least ``min_cohort``
-   members, the round number never seen before in this job) and the peers' identity keys
-   against the ones pinned earlier (:class:`PeerPins`), then make fresh round keys;
-1. ``secure_share_keys``: verify every peer's signed keys, answer sealed Shamir shares;
-2. ``secure_input``: compute the asked statistic on the local rows (the same computation as
-   the plain task), encode each summed field in Z_2^64 under its declared bound and answer it
-   masked; a value over its bound (this participant's declared bounds are wrong) is a fatal
-   refusal saying nothing of the data (``dispatch.over_bound_refusal``);
-3. ``secure_unmask``: answer the shares the request asks for (``MaskingClient.unmask``
-   refuses both kinds for one peer, and any contradiction of an earlier answer).
+- ``secure_setup`` (once per setup): check the roster (this participant in it) and the
+  peers' identity keys against the ones pinned earlier (:class:`PeerPins`), make the keys;
+- ``secure_graph`` (once per setup): verify every peer's signed keys, derive the masking
+  graph, agree keys with the neighbours, answer the graph's digest;
+- ``secure_input``: check the round is newer than any begun (across restarts too) and the
+  cohort, compute the asked statistic on the local rows (the same computation as the plain
+  task), encode each field in Z_2^64 under its declared bound and answer it masked; a value
+  over its bound is a fatal refusal saying nothing of the data
+  (``dispatch.over_bound_refusal``);
+- ``secure_unmask``: answer the seed shares and round keys the request asks for
+  (``MaskingClient.unmask`` refuses both kinds for one peer, and any contradiction).
 
-Keys are fresh for every secure sum, so a participant whose mask key was rebuilt after it
-dropped out never masks anything else under that key. Any failed check is a refusal whose
-reason the coordinator shows; nothing is answered after a failed check.
+With a ``keys_dir`` (the agent's state folder of the job) each setup's keys are saved there
+(mode 0600) once its graph is derived, so a restarted agent masks the job's later sums with
+them; without one, or for a sum in progress at the restart, it drops out and the
+coordinator recovers the sum without it. No long-term key is ever disclosed (only per-round
+keys), so a dropout of one sum may mask the next. Any failed check
+is a refusal whose reason the coordinator shows; nothing is answered after a failed check.
 """
 
 from __future__ import annotations
@@ -30,11 +35,10 @@ from typing import Any
 
 from crypto.fixedpoint import BoundError, Statistic, encode
 from crypto.masking import (
-    EncryptedShare,
     IdentityKey,
     IntegrityError,
+    JobConfig,
     MaskingClient,
-    RoundConfig,
     UnmaskRequest,
 )
 from participant import dispatch
@@ -42,7 +46,15 @@ from participant.dispatch import StageHandler
 from participant.local import LocalParticipant
 from protocol import messages as msg
 from protocol.errors import ProtocolError, RefusedError
-from protocol.secure_wire import b64, raw, signed_keys, to_key_advert
+from protocol.secure_wire import (
+    b64,
+    encrypted_share,
+    raw,
+    sealed_share,
+    setup_job_id,
+    signed_keys,
+    to_key_advert,
+)
 
 __all__ = ["PeerPins", "SecureMember", "SecureSession", "load_identity"]
 
@@ -122,6 +134,8 @@ class SecureSession:
         min_cohort: the smallest cohort this participant takes part in (at least 3).
         last_round: the latest round begun before (the agent's saved state): no older or
             equal round is begun again, across restarts too.
+        keys_dir: where each key setup's keys are saved and, at construction, read back
+            (module docstring); None keeps them in memory only.
     """
 
     def __init__(
@@ -134,6 +148,7 @@ class SecureSession:
         pins: PeerPins,
         min_cohort: int = 3,
         last_round: int = 0,
+        keys_dir: Path | None = None,
     ) -> None:
         if min_cohort < 3:
             raise ValueError("min_cohort must be at least 3.")
@@ -144,8 +159,44 @@ class SecureSession:
         self._pins = pins
         self._min_cohort = min_cohort
         self._last_round = last_round
-        self._client: MaskingClient | None = None
+        self._clients: dict[int, MaskingClient] = {}  # per key setup of the job
+        self._setups: dict[int, msg.SecureSetupTask] = {}
         self._lock = threading.Lock()
+        self._keys_dir = keys_dir
+        if keys_dir is not None:
+            for file in sorted(keys_dir.glob("setup-*.json")):
+                self._load_keys(file)
+
+    def _load_keys(self, file: Path) -> None:
+        try:
+            saved = json.loads(file.read_text(encoding="utf-8"))
+            setup = int(saved["setup"])
+            identities = {p: raw(k, f"identity of {p!r}") for p, k in saved["identities"].items()}
+            config = JobConfig(
+                setup_job_id(self._job, setup), tuple(saved["roster"]), saved["degree"],
+                saved["threshold"], self._min_cohort,
+            )
+            self._clients[setup] = MaskingClient.restore(
+                config, self._id, self._identity, identities, saved["keys"]
+            )
+        except (OSError, KeyError, TypeError, ValueError, RefusedError) as exc:
+            raise ValueError(f"{file}: not a file of saved masking keys ({exc})") from None
+
+    def _save_keys(self, setup: int, spec: msg.SecureSetupTask, client: MaskingClient) -> None:
+        if self._keys_dir is None:
+            return
+        self._keys_dir.mkdir(parents=True, exist_ok=True)
+        file = self._keys_dir / f"setup-{setup}.json"
+        tmp = file.with_name(file.name + ".tmp")
+        document = {
+            "setup": setup, "roster": spec.roster, "degree": spec.degree,
+            "threshold": spec.threshold, "identities": spec.identities,
+            "keys": client.export_keys(),
+        }
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+        os.replace(tmp, file)
 
     @property
     def job_id(self) -> str:
@@ -170,48 +221,40 @@ class SecureSession:
 
     def _handle(self, spec: msg.TaskSpec) -> msg.Reply:
         match spec:
-            case msg.SecureAdvertiseTask():
-                return self._advertise(spec)
-            case msg.SecureShareKeysTask(round=r, adverts=adverts):
-                client = self._current(r)
-                bound = [to_key_advert(a, job_id=self._job, round_no=r) for a in adverts]
-                shares = client.share_keys(bound)
-                return msg.SealedSharesReply(
-                    shares=[
-                        msg.SealedShare(
-                            sender=s.sender, recipient=s.recipient, ciphertext=b64(s.ciphertext)
-                        )
-                        for s in shares
-                    ]
+            case msg.SecureSetupTask():
+                return self._setup(spec)
+            case msg.SecureGraphTask(setup=setup, adverts=adverts):
+                client = self._ready(setup, graph=False)
+                graph = client.receive_adverts(
+                    [to_key_advert(a, job_id=setup_job_id(self._job, setup)) for a in adverts]
                 )
+                self._save_keys(setup, self._setups[setup], client)
+                return msg.GraphReply(graph_sha256=graph.digest)
             case msg.SecureInputTask():
                 return self._masked_input(spec)
-            case msg.SecureUnmaskTask(round=r, survivors=survivors, dropped=dropped):
-                response = self._current(r).unmask(
-                    UnmaskRequest(self._job, r, frozenset(survivors), frozenset(dropped))
+            case msg.SecureUnmaskTask(setup=setup, round=r, survivors=survivors, dropped=dropped):
+                job = setup_job_id(self._job, setup)
+                response = self._ready(setup).unmask(
+                    UnmaskRequest(job, r, frozenset(survivors), frozenset(dropped)),
+                    [encrypted_share(s, job_id=job, round_no=r) for s in spec.shares],
                 )
                 return msg.UnmaskSharesReply(
-                    self_mask_shares={
-                        p: b64(s.to_bytes()) for p, s in response.self_mask_shares.items()
-                    },
-                    mask_key_shares={
-                        p: b64(s.to_bytes()) for p, s in response.mask_key_shares.items()
-                    },
+                    self_mask_shares={p: b64(v) for p, v in response.self_mask_shares.items()},
+                    pair_keys={p: b64(v) for p, v in response.pair_keys.items()},
                 )
         raise RefusedError(f"{spec.kind!r} is not a stage of a secure sum.")
 
-    def _advertise(self, spec: msg.SecureAdvertiseTask) -> msg.Reply:
-        if spec.round <= self._last_round:
+    def _setup(self, spec: msg.SecureSetupTask) -> msg.Reply:
+        if spec.setup in self._clients:
             raise RefusedError(
-                f"secure sum round {spec.round} of job {self._job!r} is not newer than round "
-                f"{self._last_round}, already begun: refused as a replay."
+                f"key setup {spec.setup} of job {self._job!r} was made already: refused."
             )
-        if self._id not in spec.cohort:
-            raise RefusedError("this participant is not in the secure sum's cohort: refused.")
-        missing = [p for p in spec.cohort if p not in spec.identities]
+        if self._id not in spec.roster:
+            raise RefusedError("this participant is not in the secure sums' roster: refused.")
+        missing = [p for p in spec.roster if p not in spec.identities]
         if missing:
-            raise RefusedError(f"the cohort's identity keys lack {missing}: refused.")
-        identities = {p: raw(spec.identities[p], f"identity of {p!r}") for p in spec.cohort}
+            raise RefusedError(f"the roster's identity keys lack {missing}: refused.")
+        identities = {p: raw(spec.identities[p], f"identity of {p!r}") for p in spec.roster}
         if identities[self._id] != self._identity.public_bytes():
             raise RefusedError(
                 "the identity key the coordinator holds for this participant is not ours: "
@@ -220,39 +263,44 @@ class SecureSession:
         for peer, key in identities.items():
             self._pins.check(peer, key)
         try:
-            config = RoundConfig(
-                self._job, spec.round, tuple(spec.cohort), spec.threshold, self._min_cohort
+            config = JobConfig(
+                setup_job_id(self._job, spec.setup), tuple(spec.roster), spec.degree,
+                spec.threshold, self._min_cohort,
             )
         except ValueError as exc:
-            raise RefusedError(f"invalid secure sum round: {exc}") from None
-        self._last_round = spec.round
-        self._client = MaskingClient(config, self._id, self._identity, identities)
-        return msg.KeyAdvertReply(advert=signed_keys(self._client.advertise()))
+            raise RefusedError(f"invalid secure-sum setup: {exc}") from None
+        client = MaskingClient(config, self._id, self._identity, identities)
+        self._clients[spec.setup] = client
+        self._setups[spec.setup] = spec
+        return msg.KeyAdvertReply(advert=signed_keys(client.advertise()))
 
-    def _current(self, round_no: int) -> MaskingClient:
-        if self._client is None or round_no != self._last_round:
+    def _ready(self, setup: int, *, graph: bool = True) -> MaskingClient:
+        client = self._clients.get(setup)
+        if client is None or (graph and client.graph is None):
             raise RefusedError(
-                f"secure sum round {round_no} is not the round in progress "
-                f"({self._last_round}): refused."
+                f"this participant holds no keys of setup {setup} for the secure sums of job "
+                f"{self._job!r} (made before it restarted, or never): refused."
             )
-        return self._client
+        return client
 
     def _masked_input(self, spec: msg.SecureInputTask) -> msg.Reply:
-        client = self._current(spec.round)
+        client = self._ready(spec.setup)
+        if spec.round <= self._last_round:
+            raise RefusedError(
+                f"secure sum round {spec.round} of job {self._job!r} is not newer than round "
+                f"{self._last_round}, already begun: refused as a replay."
+            )
         fields = dispatch.encoded_fields(self._local, spec.statistic, spec.encoding)
         values = {
             name: encode(Statistic(name, e.scale_bits, e.bound), value)
             for name, (value, e) in fields.items()
         }
-        shares = [
-            EncryptedShare(
-                self._job, spec.round, s.sender, s.recipient, raw(s.ciphertext, "ciphertext")
-            )
-            for s in spec.shares
-        ]
-        masked = client.masked_input(values, shares)
+        masked = client.masked_input(spec.round, spec.cohort, values)
+        self._last_round = spec.round
         return msg.MaskedInputReply(
-            vectors={name: msg.WireArray.of(v) for name, v in masked.vectors.items()}
+            vectors={name: msg.WireArray.of(v) for name, v in masked.vectors.items()},
+            shares=[sealed_share(s) for s in masked.shares],
+            seed_commitment=b64(masked.seed_commitment),
         )
 
 

@@ -1,125 +1,196 @@
-"""Vectorised, chunked kernels of fuzzy c-means (Bezdek 1981) shared by every algorithm.
+"""Fused block kernels of fuzzy c-means (Bezdek 1981) shared by every algorithm.
 
-Memberships (FCM update, Bezdek eq. for u):
-    u_ij = 1 / Σ_k (d_ij / d_ik)^(2/(m-1)) = d2_ij^(-1/(m-1)) / Σ_k d2_ik^(-1/(m-1)),
-with d2 the squared Euclidean distance. A zero distance is replaced by the smallest positive
-float, as in Corcuera Bárcena et al.'s code, so a point on a center gets membership ≈ 1 there.
-Rows are divided by their minimum first, so the powers stay in [0, 1] (no overflow for far
-points or tiny distances). For m = 2 the power is a reciprocal (fast path).
+Memberships (Bezdek eq. 11.3a), with d2 the squared Euclidean distance:
+    u_ij = 1 / Σ_k (d_ij / d_ik)^(2/(m-1)) = r_ij / Σ_k r_ik,   r_ij = d2_ij^(-1/(m-1)).
+A zero distance is replaced by the smallest positive float, as in Corcuera Bárcena et al.'s
+code, so a point on a center gets membership ≈ 1 there. For m = 2, r = 1/d2 (one reciprocal);
+a row whose Σ_k r_ik overflows (several centers on the point) is divided by its largest r
+first. For other m, r = (min_k d2_ik / d2_ij)^(1/(m-1)) ∈ [0, 1] (no overflow).
 
-Memory: every kernel works on blocks of ``CHUNK_ROWS`` rows, so the extra memory is
-O(chunk·K) on top of the caller's outputs, whatever N is.
+Distances: d2 = ||x||² + ||c||² - 2 x·c (one BLAS product per block), with ||x||² computed
+once per job (``protocol.rows.Rows``), clipped below at the smallest positive float.
+
+Every kernel works on one block of ``protocol.rows.BLOCK_ROWS`` rows, so its temporaries are
+O(B·K) and stay in cache; the public sums fold the blocks' partial sums in block order
+(``protocol.rows.fold``), so they do not depend on how the rows are chunked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._validation import FloatArray
+from .rows import BLOCK_ROWS, RowSource, as_rows, as_source, blas_threads, fold
 
-CHUNK_ROWS = 65_536
 _TINY = np.finfo(np.float64).tiny
-
-
-def iter_chunks(n: int, chunk: int = CHUNK_ROWS) -> Iterator[slice]:
-    """Row slices covering range(n) in blocks of at most ``chunk`` rows."""
-    for start in range(0, n, chunk):
-        yield slice(start, min(start + chunk, n))
 
 
 def squared_distances(X: FloatArray, C: FloatArray) -> FloatArray:
     """d2[j, i] = ||x_j - c_i||², via ||x||² - 2 x·c + ||c||² (one BLAS call), clipped at 0."""
-    d2 = X @ C.T
-    d2 *= -2.0
+    d2 = X @ (-2.0 * C).T
     d2 += np.einsum("ij,ij->i", X, X)[:, None]
-    d2 += np.einsum("ij,ij->i", C, C)[None, :]
+    d2 += np.einsum("ij,ij->i", C, C)
     np.maximum(d2, 0.0, out=d2)
     return d2
 
 
-def _row_min(a: FloatArray) -> FloatArray:
-    """Row minima of a narrow (n, K) array, column by column (≈2x faster than min(axis=1))."""
-    out = a[:, 0].copy()
-    for j in range(1, a.shape[1]):
-        np.minimum(out, a[:, j], out=out)
-    return out
+@dataclass(frozen=True)
+class Centers:
+    """Centers prepared once per statistic: -2C and ||c_i||² (the kernels' constants)."""
+
+    C: FloatArray
+    minus_2c: FloatArray
+    sq_norms: FloatArray
+
+    @classmethod
+    def of(cls, C: FloatArray) -> Centers:
+        return cls(C=C, minus_2c=-2.0 * C, sq_norms=np.einsum("ij,ij->i", C, C))
+
+    @property
+    def k(self) -> int:
+        return int(self.C.shape[0])
 
 
-def _row_sum(a: FloatArray) -> FloatArray:
-    """Row sums as one BLAS matrix-vector product (faster than sum(axis=1) for small K)."""
-    out: FloatArray = a @ np.ones(a.shape[1])
-    return out
+def distances_t(xb: FloatArray, nb: FloatArray, c: Centers) -> FloatArray:
+    """d2 of one block, transposed: shape (K, B), clipped below at the smallest positive float.
+
+    The (K, B) layout makes every per-row operation a long contiguous inner loop.
+    """
+    d = c.minus_2c @ xb.T
+    d += nb
+    d += c.sq_norms[:, None]
+    np.maximum(d, _TINY, out=d)
+    return d
 
 
-def column_sums(a: FloatArray) -> FloatArray:
-    """Column sums as one BLAS vector-matrix product (≈6x faster than sum(axis=0))."""
-    out: FloatArray = np.ones(a.shape[0]) @ a
-    return out
+def memberships_t(d: FloatArray, m: float) -> FloatArray:
+    """FCM memberships from transposed squared distances (K, B), in place; returns ``d``."""
+    if m == 2.0:
+        np.reciprocal(d, out=d)
+    else:
+        np.divide(np.minimum.reduce(d, axis=0), d, out=d)
+        np.power(d, 1.0 / (m - 1.0), out=d)
+    with np.errstate(over="ignore"):
+        total: FloatArray = np.ones(d.shape[0]) @ d
+    bad = ~np.isfinite(total)
+    if bad.any():  # several r_ik near 1/tiny: rescale those points by their largest r
+        cols = d[:, bad]
+        cols /= np.maximum.reduce(cols, axis=0)
+        d[:, bad] = cols
+        total[bad] = cols.sum(axis=0)
+    np.reciprocal(total, out=total)
+    d *= total
+    return d
 
 
 def powered(W: FloatArray, m: float) -> FloatArray:
     """W ** m in place (a squaring for the common m = 2); returns W."""
     if m == 2.0:
         W *= W
-    elif m != 1.0:
+    else:
         np.power(W, m, out=W)
     return W
 
 
-def memberships_from_d2(d2: FloatArray, m: float) -> FloatArray:
-    """FCM memberships from squared distances; modifies and returns ``d2``'s buffer."""
-    np.maximum(d2, _TINY, out=d2)
-    # A point on a center makes the ratios overflow to inf; their powers are then exactly 0,
-    # which is the correct limit (membership 1 at that center).
-    with np.errstate(over="ignore"):
-        d2 /= _row_min(d2)[:, None]
-    if m == 2.0:
-        np.reciprocal(d2, out=d2)
-    else:
-        np.power(d2, -1.0 / (m - 1.0), out=d2)
-    d2 /= _row_sum(d2)[:, None]
-    return d2
+def _row_sums(a: FloatArray) -> FloatArray:
+    out: FloatArray = a @ np.ones(a.shape[1])
+    return out
 
 
-def memberships(X: FloatArray, C: FloatArray, m: float) -> FloatArray:
-    """Membership matrix U of shape (N, K) of the points X to the centers C."""
-    U = np.empty((X.shape[0], C.shape[0]))
-    for s in iter_chunks(X.shape[0]):
-        U[s] = memberships_from_d2(squared_distances(X[s], C), m)
-    return U
+# -- block partials ---------------------------------------------------------------------------
+def fcm_sums_block(
+    xb: FloatArray, nb: FloatArray, c: Centers, m: float
+) -> tuple[FloatArray, FloatArray]:
+    """Partial U_i = Σ_j u_ij^m and WS_i = Σ_j u_ij^m x_j of one block."""
+    W = powered(memberships_t(distances_t(xb, nb, c), m), m)
+    ws: FloatArray = W @ xb
+    return _row_sums(W), ws
 
 
-def weighted_sums(X: FloatArray, C: FloatArray, m: float) -> tuple[FloatArray, FloatArray]:
-    """Per cluster U_i = Σ_j u_ij^m and WS_i = Σ_j u_ij^m x_j, from centers C, chunked.
+def fcm_step_block(
+    xb: FloatArray, nb: FloatArray, c: Centers, m: float, Ub: FloatArray, measure: bool
+) -> tuple[FloatArray, FloatArray, float]:
+    """:func:`fcm_sums_block`, storing the memberships in ``Ub`` (K, B) and returning, with
+    ``measure``, Σ (u_old - u)² of the block (``Ub`` holds u_old on entry)."""
+    U = memberships_t(distances_t(xb, nb, c), m)
+    change2 = 0.0
+    if measure:
+        diff = (Ub - U).ravel()  # contiguous, so the square sum is one BLAS dot
+        change2 = float(diff @ diff)
+    np.copyto(Ub, U)
+    W = powered(U, m)
+    ws: FloatArray = W @ xb
+    return _row_sums(W), ws, change2
+
+
+def objective_block(xb: FloatArray, nb: FloatArray, c: Centers, m: float) -> tuple[float]:
+    """Partial J_m = Σ_j Σ_i u_ij^m d2_ij of one block."""
+    d2 = distances_t(xb, nb, c)
+    W = powered(memberships_t(d2.copy(), m), m)
+    W *= d2
+    return (float(W.ravel() @ np.ones(W.size)),)
+
+
+def membership_sums_block(
+    xb: FloatArray, nb: FloatArray, c: Centers, m: float
+) -> tuple[FloatArray]:
+    """Partial Σ_j u_ij (memberships to the power 1) of one block."""
+    return (_row_sums(memberships_t(distances_t(xb, nb, c), m)),)
+
+
+# -- folded statistics ---------------------------------------------------------------------
+def weighted_sums(
+    X: FloatArray | RowSource, C: FloatArray, m: float
+) -> tuple[FloatArray, FloatArray]:
+    """Per cluster U_i = Σ_j u_ij^m and WS_i = Σ_j u_ij^m x_j, from centers C.
 
     These are the sufficient statistics of one FCM center update: c_i = WS_i / U_i.
     """
-    K, D = C.shape
-    u_sum = np.zeros(K)
-    ws = np.zeros((K, D))
-    for s in iter_chunks(X.shape[0]):
-        W = powered(memberships_from_d2(squared_distances(X[s], C), m), m)
-        u_sum += column_sums(W)
-        ws += W.T @ X[s]
+    c = Centers.of(C)
+    u_sum, ws = fold(as_source(X), lambda xb, nb: fcm_sums_block(xb, nb, c, m))
     return u_sum, ws
 
 
-def objective(X: FloatArray, C: FloatArray, m: float) -> float:
+def objective(X: FloatArray | RowSource, C: FloatArray, m: float) -> float:
     """FCM objective J_m = Σ_j Σ_i u_ij^m ||x_j - c_i||² with U the optimal memberships for C."""
-    total = 0.0
-    for s in iter_chunks(X.shape[0]):
-        d2 = squared_distances(X[s], C)
-        U = memberships_from_d2(d2.copy(), m)
-        total += float(np.sum(U**m * d2))
-    return total
+    c = Centers.of(C)
+    (total,) = fold(as_source(X), lambda xb, nb: objective_block(xb, nb, c, m))
+    return float(total)
+
+
+def membership_sums(X: FloatArray | RowSource, C: FloatArray, m: float) -> FloatArray:
+    """Per cluster Σ_j u_ij, the FedFCM supports (memberships to the power 1)."""
+    c = Centers.of(C)
+    (total,) = fold(as_source(X), lambda xb, nb: membership_sums_block(xb, nb, c, m))
+    out: FloatArray = total
+    return out
+
+
+def memberships(X: FloatArray | RowSource, C: FloatArray, m: float) -> FloatArray:
+    """Membership matrix U of shape (N, K) of the rows to the centers C."""
+    rows = as_rows(X)
+    c = Centers.of(C)
+    U = np.empty((rows.n_rows, c.k))
+    start = 0
+    with blas_threads(1):
+        for xb, nb in rows:
+            U[start : start + xb.shape[0]] = memberships_t(distances_t(xb, nb, c), m).T
+            start += xb.shape[0]
+    return U
 
 
 def nearest(X: FloatArray, C: FloatArray) -> NDArray[np.intp]:
-    """Index of the nearest center for every row of X (hard assignment), chunked."""
+    """Index of the nearest center for every row of X: argmin_i ||c_i||² - 2 x·c_i (||x||² is
+    the same for every i), block by block."""
     out = np.empty(X.shape[0], dtype=np.intp)
-    for s in iter_chunks(X.shape[0]):
-        out[s] = squared_distances(X[s], C).argmin(axis=1)
+    C2 = -2.0 * C
+    cc = np.einsum("ij,ij->i", C, C)
+    with blas_threads(1):
+        for start in range(0, X.shape[0], BLOCK_ROWS):
+            d = X[start : start + BLOCK_ROWS] @ C2.T
+            d += cc
+            out[start : start + BLOCK_ROWS] = d.argmin(axis=1)
     return out

@@ -34,6 +34,7 @@ from ._validation import FloatArray, check_centers, check_data, check_fuzzifier
 from .declaration import min_rows
 from .errors import ProtocolError, RefusedError
 from .fcm import _centers_from_sums
+from .rows import RowSource, as_source
 
 __all__ = [
     "FCMSums", "combine_sums", "declared_rule_refusal", "largest_allowed_k", "participant_sums",
@@ -84,18 +85,21 @@ def declared_rule_refusal(row_bound: int, k: int, n_features: int) -> str | None
 
 
 def participant_sums(
-    X: ArrayLike, centers: ArrayLike, *, m: float = 2.0, enforce_rule: bool = True
+    X: ArrayLike | RowSource, centers: ArrayLike, *, m: float = 2.0, enforce_rule: bool = True
 ) -> FCMSums:
     """U_c and WS_c of the rows X for the broadcast ``centers`` (Alg. 2).
+
+    ``X`` may be a :class:`~protocol.rows.RowSource` (rows checked once, or streamed from a
+    file); the sums are folded over fixed blocks, so they do not depend on its chunking.
 
     Raises:
         RefusedError: ``enforce_rule`` is set and N <= C(F+1)/F (N rows, C clusters,
             F features): the paper's §4 privacy condition.
     """
-    Xa = check_data(X)
-    C = check_centers(centers, n_features=Xa.shape[1])
+    rows = as_source(X)
+    C = check_centers(centers, n_features=rows.n_features)
     m = check_fuzzifier(m, owner="participant_sums")
-    n, f = Xa.shape
+    n, f = rows.n_rows, rows.n_features
     k = C.shape[0]
     if enforce_rule and not rule_allows(n, k, f):
         # The reason travels to the coordinator: it states the bound, never N itself.
@@ -105,7 +109,7 @@ def participant_sums(
             f"clusters of F={f} features, and this participant has no more; with so few rows "
             "the coordinator could solve for the data points."
         )
-    u_sum, ws = weighted_sums(Xa, C, m)
+    u_sum, ws = weighted_sums(rows, C, m)
     return FCMSums(u_sum=u_sum, weighted_sum=ws)
 
 

@@ -24,8 +24,8 @@ restarts weighted k-means from k-means++ every round (``coordinator.federated_km
 why ours does not); the authors send clusters with MORE than one point, i.e. p = 2 with our
 ">= p" rule.
 
-Memory: assignments use the chunked ``nearest`` kernel; per-cluster sums use ``np.bincount``,
-so the extra memory is O(chunk·K + K·D).
+Memory: assignments and per-cluster sums are folded over fixed blocks of rows
+(``protocol.rows``), so the extra memory is O(block·K + K·D) and a streamed source works.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import kmeans_plusplus
 
-from ._fuzzy import nearest, squared_distances
+from ._fuzzy import Centers, squared_distances
 from ._validation import FloatArray, check_centers, check_data, check_int, rng_from
+from .rows import RowSource, as_rows, as_source, fold
 
 __all__ = [
     "ClusterMeans",
@@ -66,19 +67,26 @@ class ClusterMeans:
     counts: NDArray[np.int64]
 
 
-def _report(X: FloatArray, labels: NDArray[np.intp], n_clusters: int, p: int) -> ClusterMeans:
-    """Means and sizes of the groups ``labels`` defines, keeping groups of >= p rows."""
-    counts = np.bincount(labels, minlength=n_clusters)
+def cluster_sums_block(xb: FloatArray, c: Centers) -> tuple[FloatArray, FloatArray]:
+    """Partial sizes and coordinate sums of one block's rows per nearest center."""
+    d = c.minus_2c @ xb.T
+    d += c.sq_norms[:, None]
+    onehot = (np.argmin(d, axis=0) == np.arange(c.k)[:, None]).astype(np.float64)
+    sums: FloatArray = onehot @ xb
+    return onehot @ np.ones(onehot.shape[1]), sums
+
+
+def _report(rows: RowSource, C: FloatArray, p: int) -> ClusterMeans:
+    """Means and sizes of the rows grouped by nearest center, keeping groups of >= p rows."""
+    c = Centers.of(C)
+    counts, sums = fold(rows, lambda xb, _: cluster_sums_block(xb, c))
     keep = counts >= p
-    sums = np.empty((n_clusters, X.shape[1]))
-    for d in range(X.shape[1]):
-        sums[:, d] = np.bincount(labels, weights=X[:, d], minlength=n_clusters)
-    kept = counts[keep].astype(np.int64)
-    return ClusterMeans(means=sums[keep] / kept[:, None], counts=kept)
+    kept = counts[keep]
+    return ClusterMeans(means=sums[keep] / kept[:, None], counts=kept.astype(np.int64))
 
 
 def participant_init(
-    X: ArrayLike, k: int, *, p: int = 2, seed: int | np.random.Generator | None = None
+    X: ArrayLike | RowSource, k: int, *, p: int = 2, seed: int | np.random.Generator | None = None
 ) -> ClusterMeans:
     """Round 1 of Alg. 1: local k-means++ seeds, one Lloyd step, report clusters of >= p rows.
 
@@ -91,18 +99,20 @@ def participant_init(
     Returns:
         The means and sizes of the local clusters with at least ``p`` rows.
     """
-    X = check_data(X)
+    rows = as_rows(X)
     k = check_int(k, name="k", owner=_OWNER_INIT, low=1)
     p = check_int(p, name="p", owner=_OWNER_INIT, low=1)
     rng = rng_from(seed)
-    k_local = min(k, X.shape[0])
+    k_local = min(k, rows.n_rows)
     seeds, _ = kmeans_plusplus(
-        X, n_clusters=k_local, random_state=int(rng.integers(_SEED_BOUND))
+        rows.X, n_clusters=k_local, random_state=int(rng.integers(_SEED_BOUND))
     )
-    return _report(X, nearest(X, seeds), k_local, p)
+    return _report(rows, np.ascontiguousarray(seeds, dtype=np.float64), p)
 
 
-def participant_step(X: ArrayLike, centers: ArrayLike, *, p: int = 2) -> ClusterMeans:
+def participant_step(
+    X: ArrayLike | RowSource, centers: ArrayLike, *, p: int = 2
+) -> ClusterMeans:
     """Round t > 1 of Alg. 1: one local Lloyd step from the global centers a row is nearest to.
 
     The global centers no local row is nearest to are dropped first; since no row is assigned
@@ -117,10 +127,10 @@ def participant_step(X: ArrayLike, centers: ArrayLike, *, p: int = 2) -> Cluster
     Returns:
         The updated means and sizes of the local clusters with at least ``p`` rows.
     """
-    X = check_data(X)
-    C = check_centers(centers, n_features=X.shape[1])
+    rows = as_source(X)
+    C = check_centers(centers, n_features=rows.n_features)
     p = check_int(p, name="p", owner=_OWNER_STEP, low=1)
-    return _report(X, nearest(X, C), C.shape[0], p)
+    return _report(rows, C, p)
 
 
 def match_centers(new: ArrayLike, reference: ArrayLike) -> FloatArray:

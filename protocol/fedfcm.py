@@ -30,17 +30,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._fuzzy import memberships, objective
+from ._fuzzy import membership_sums, objective
 from ._validation import (
     FloatArray,
     check_centers,
-    check_data,
     check_float,
     check_fuzzifier,
     check_int,
 )
 from .errors import ProtocolError
 from .fcm import fcm
+from .rows import Rows, as_rows
 
 __all__ = [
     "LocalCenters",
@@ -69,7 +69,7 @@ class LocalCenters:
 
 
 def participant_local_fcm(
-    X: ArrayLike, centers: ArrayLike, *, m: float, tol: float, max_iter: int
+    X: ArrayLike | Rows, centers: ArrayLike, *, m: float, tol: float, max_iter: int
 ) -> LocalCenters:
     """Local FCM on the participant's rows started from the global ``centers`` (§2.2.1).
 
@@ -77,15 +77,15 @@ def participant_local_fcm(
     ||U_t - U_{t-1}||_F < ``tol`` or ``max_iter`` center updates, then reports the local centers,
     their supports Σ_j u_jk and J_m of the received centers.
     """
-    Xa = check_data(X)
-    C = check_centers(centers, n_features=Xa.shape[1])
+    Xa = as_rows(X)
+    C = check_centers(centers, n_features=Xa.n_features)
     owner = "participant_local_fcm"
     m = check_fuzzifier(m, owner=owner)
     tol = check_float(tol, name="tol", owner=owner, low=0.0)
     max_iter = check_int(max_iter, name="max_iter", owner=owner, low=1)
     start_objective = objective(Xa, C, m)
     result = fcm(Xa, C.shape[0], m=m, tol=tol, max_iter=max_iter, init=C)
-    weights = memberships(Xa, result.centers, m).sum(axis=0)
+    weights = membership_sums(Xa, result.centers, m)
     return LocalCenters(
         centers=result.centers,
         weights=weights,

@@ -27,9 +27,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.cluster import KMeans, kmeans_plusplus
 
-from ._fuzzy import iter_chunks, squared_distances
+from ._fuzzy import Centers, distances_t, squared_distances
 from ._validation import FloatArray, check_data, check_int, rng_from
 from .errors import ProtocolError
+from .rows import Rows, as_rows, fold
 
 __all__ = ["combine_kfed", "participant_local_centers"]
 
@@ -37,21 +38,28 @@ _SEED_BOUND = 2**31 - 1
 _PRUNE_RATIO_SQ = 9.0  # rows kept when 3·||x - s_i|| <= ||x - s_j||, compared squared
 
 
-def _pruned_means(X: FloatArray, seeds: FloatArray) -> FloatArray:
+def pruned_sums_block(
+    xb: FloatArray, nb: FloatArray, c: Centers
+) -> tuple[FloatArray, FloatArray]:
+    """Partial counts and sums, per own seed, of the block's rows >= 3x closer to their own
+    seed than to any other."""
+    d2 = distances_t(xb, nb, c)
+    own = np.argmin(d2, axis=0)
+    two = np.partition(d2, 1, axis=0)
+    keep = _PRUNE_RATIO_SQ * two[0] <= two[1]
+    onehot = ((own == np.arange(c.k)[:, None]) & keep).astype(np.float64)
+    sums: FloatArray = onehot @ xb
+    return onehot @ np.ones(onehot.shape[1]), sums
+
+
+def _pruned_means(X: FloatArray | Rows, seeds: FloatArray) -> FloatArray:
     """Means of the rows >= 3x closer to their own seed than to any other seed."""
-    k = seeds.shape[0]
-    if k == 1:
-        out: FloatArray = X.mean(axis=0, keepdims=True)
+    rows = as_rows(X)
+    if seeds.shape[0] == 1:
+        out: FloatArray = rows.X.mean(axis=0, keepdims=True)
         return out
-    sums = np.zeros_like(seeds)
-    counts = np.zeros(k)
-    for s in iter_chunks(X.shape[0]):
-        d2 = squared_distances(X[s], seeds)
-        own = d2.argmin(axis=1)
-        part = np.partition(d2, 1, axis=1)
-        keep = _PRUNE_RATIO_SQ * part[:, 0] <= part[:, 1]
-        np.add.at(sums, own[keep], X[s][keep])
-        counts += np.bincount(own[keep], minlength=k)
+    c = Centers.of(seeds)
+    counts, sums = fold(rows, lambda xb, nb: pruned_sums_block(xb, nb, c))
     out = seeds.copy()
     has = counts > 0
     out[has] = sums[has] / counts[has, None]
@@ -59,7 +67,7 @@ def _pruned_means(X: FloatArray, seeds: FloatArray) -> FloatArray:
 
 
 def participant_local_centers(
-    X: ArrayLike,
+    X: ArrayLike | Rows,
     k_local: int,
     *,
     p: int = 1,
@@ -80,13 +88,14 @@ def participant_local_centers(
     Returns:
         The centers of the clusters with >= p points, shape (<= min(k_local, N), n_features).
     """
-    X = check_data(X)
+    rows = as_rows(X)
+    X = rows.X
     k_local = check_int(k_local, name="k_local", owner="participant_local_centers", low=1)
     p = check_int(p, name="p", owner="participant_local_centers", low=1)
     rng = rng_from(seed)
     k_eff = min(k_local, X.shape[0])
     seeds, _ = kmeans_plusplus(X, n_clusters=k_eff, random_state=int(rng.integers(_SEED_BOUND)))
-    init = _pruned_means(X, seeds)
+    init = _pruned_means(rows, np.ascontiguousarray(seeds, dtype=np.float64))
     if np.unique(init, axis=0).shape[0] < k_eff:  # duplicate rows: fall back to the seeds
         init = seeds
     km = KMeans(n_clusters=k_eff, init=init, n_init=1, random_state=int(rng.integers(_SEED_BOUND)))

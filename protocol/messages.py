@@ -398,63 +398,77 @@ class FieldEncoding(_Strict):
     bound: float = Field(gt=0.0)
 
 
+#: The largest cohort a secure sum takes (SecAgg+ keeps each participant's work O(log n)).
+MAX_COHORT = 10_000
+Cohort = Annotated[list[Identifier], Field(max_length=MAX_COHORT)]
+
+
 class SignedKeys(_Strict):
-    """Stage 0 on the wire: a participant's round keys and seed commitment, Ed25519-signed."""
+    """A participant's job keys and graph nonce, Ed25519-signed (``crypto.masking.KeyAdvert``)."""
 
     sender: Identifier
     enc_public: Base64
     mask_public: Base64
-    seed_commitment: Base64
+    nonce: Base64
     signature: Base64
 
 
 class SealedShare(_Strict):
-    """Stage 1 on the wire: the sender's key and seed shares for one recipient (AES-GCM)."""
+    """The sender's share of its round seed for one recipient (AES-GCM)."""
 
     sender: Identifier
     recipient: Identifier
     ciphertext: Base64
 
 
-class SecureAdvertiseTask(_Strict):
-    """Stage 0: make fresh keys for secure sum ``round`` of the job among ``cohort``.
+class SecureSetupTask(_Strict):
+    """Key setup number ``setup`` of the job's secure sums (one per group of participants
+    that sums together, usually one per job): make keys for the masking graph of degree
+    ``degree`` (None: complete) and Shamir ``threshold`` over ``roster``.
 
-    ``identities`` are the cohort's registered Ed25519 public keys (base64); a participant
+    ``identities`` are the roster's registered Ed25519 public keys (base64); a participant
     compares them with the keys it pinned before and refuses a change.
     """
 
-    kind: Literal["secure_advertise"] = "secure_advertise"
-    round: int = Field(ge=1)
-    cohort: list[Identifier] = Field(min_length=1, max_length=1000)
+    kind: Literal["secure_setup"] = "secure_setup"
+    setup: int = Field(default=1, ge=1)
+    roster: Cohort = Field(min_length=1)
+    degree: int | None = Field(default=None, ge=2)
     threshold: int = Field(ge=1)
     identities: dict[Identifier, Base64]
 
 
-class SecureShareKeysTask(_Strict):
-    """Stage 1: the adverts of the cohort; answer with one sealed share bundle per peer."""
+class SecureGraphTask(_Strict):
+    """The roster's signed adverts: verify them, derive the masking graph, agree keys with
+    the neighbours; answer the graph's digest."""
 
-    kind: Literal["secure_share_keys"] = "secure_share_keys"
-    round: int = Field(ge=1)
-    adverts: list[SignedKeys] = Field(max_length=1000)
+    kind: Literal["secure_graph"] = "secure_graph"
+    setup: int = Field(default=1, ge=1)
+    adverts: list[SignedKeys] = Field(max_length=MAX_COHORT)
 
 
 class SecureInputTask(_Strict):
-    """Stage 2: compute ``statistic`` on the local rows, encode it, answer it masked."""
+    """Secure sum ``round`` among ``cohort``: compute ``statistic`` on the local rows,
+    encode it, answer it masked with sealed seed shares for the neighbours."""
 
     kind: Literal["secure_input"] = "secure_input"
+    setup: int = Field(default=1, ge=1)
     round: int = Field(ge=1)
-    shares: list[SealedShare] = Field(max_length=1000)
+    cohort: Cohort = Field(min_length=1)
     statistic: SumTaskSpec
     encoding: list[FieldEncoding] = Field(min_length=1, max_length=16)
 
 
 class SecureUnmaskTask(_Strict):
-    """Stage 3: who was received (self-mask shares wanted) and who dropped (key shares)."""
+    """Who was received (their seed shares wanted) and who dropped (round keys wanted), with
+    the sealed seed shares the surviving neighbours sent this participant."""
 
     kind: Literal["secure_unmask"] = "secure_unmask"
+    setup: int = Field(default=1, ge=1)
     round: int = Field(ge=1)
-    survivors: list[Identifier] = Field(max_length=1000)
-    dropped: list[Identifier] = Field(max_length=1000)
+    survivors: Cohort
+    dropped: Cohort
+    shares: list[SealedShare] = Field(max_length=MAX_COHORT)
 
 
 # -- secure aggregation: Paillier (crypto.paillier), key held by the counting service -----------
@@ -502,8 +516,8 @@ TaskSpec = Annotated[
     | HoldKmeansStepTask
     | CenterSumsTask
     | CenterScatterTask
-    | SecureAdvertiseTask
-    | SecureShareKeysTask
+    | SecureSetupTask
+    | SecureGraphTask
     | SecureInputTask
     | SecureUnmaskTask
     | PaillierInputTask
@@ -771,24 +785,30 @@ class KeyAdvertReply(_Strict):
     advert: SignedKeys
 
 
-class SealedSharesReply(_Strict):
-    kind: Literal["sealed_shares"] = "sealed_shares"
-    shares: list[SealedShare] = Field(max_length=1000)
+class GraphReply(_Strict):
+    """The digest of the masking graph the participant derived (every party's must agree)."""
+
+    kind: Literal["masking_graph"] = "masking_graph"
+    graph_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class MaskedInputReply(_Strict):
-    """Stage 2 answer: one masked uint64 vector per encoded field."""
+    """One masked uint64 vector per encoded field, the sealed seed shares for the
+    neighbours, and the commitment to the round's self-mask seed."""
 
     kind: Literal["masked_input"] = "masked_input"
     vectors: dict[str, WireArray] = Field(min_length=1, max_length=16)
+    shares: list[SealedShare] = Field(max_length=MAX_COHORT)
+    seed_commitment: Base64
 
 
 class UnmaskSharesReply(_Strict):
-    """Stage 3 answer: Shamir shares (base64) of survivors' seeds and dropouts' mask keys."""
+    """Seed shares (base64) of the survivors, and per dropped neighbour the round's pair-mask
+    key (base64)."""
 
     kind: Literal["unmask_shares"] = "unmask_shares"
     self_mask_shares: dict[Identifier, Base64]
-    mask_key_shares: dict[Identifier, Base64]
+    pair_keys: dict[Identifier, Base64]
 
 
 class PaillierInputReply(_Strict):
@@ -810,7 +830,7 @@ Reply = Annotated[
     | CenterSumsReply
     | CenterScatterReply
     | KeyAdvertReply
-    | SealedSharesReply
+    | GraphReply
     | MaskedInputReply
     | UnmaskSharesReply
     | PaillierInputReply
@@ -842,8 +862,8 @@ REPLY_KIND: Final[dict[str, str]] = {
     "hold_kmeans_step": "ack",
     "center_sums": "center_sums",
     "center_scatter": "center_scatter",
-    "secure_advertise": "key_advert",
-    "secure_share_keys": "sealed_shares",
+    "secure_setup": "key_advert",
+    "secure_graph": "masking_graph",
     "secure_input": "masked_input",
     "secure_unmask": "unmask_shares",
     "paillier_input": "paillier_input",
@@ -1022,6 +1042,14 @@ class JobCreate(_Strict):
             "How every sum-type statistic travels: 'masking' (pairwise masking, the default), "
             "'paillier' (encrypted to the counting service's key), or 'none' (each "
             "participant's statistics in the clear, as in the papers)."
+        ),
+    )
+    masking_graph: Literal["auto", "full"] = Field(
+        default="auto",
+        description=(
+            "The graph of masking partners: 'auto' (SecAgg+, Bell et al. 2020: each "
+            "participant masks with O(log n) neighbours where the cohort is large enough, "
+            "else with everyone) or 'full' (every pair, Bonawitz et al. 2017)."
         ),
     )
     max_rows: int | None = Field(
@@ -1438,9 +1466,10 @@ def field_protection(name: str, reply_kind: str) -> Protection:
     """How the wire field ``name`` of a ``reply_kind`` message travels.
 
     Masked vectors look uniform to the coordinator; Paillier ciphertexts are readable only by
-    the counting service's key; sealed shares are AES-GCM encrypted to one peer; a
+    the counting service's key; sealed seed shares (sent with the masked input) are AES-GCM
+    encrypted to one neighbour; a
     declaration's bounds are declared public bounds. Everything else (public keys, the Shamir
-    shares of the unmask stage, plain statistics) is plain.
+    shares and round keys of the unmask stage, plain statistics) is plain.
     """
     if reply_kind == "declaration" and name.rsplit(".", 1)[-1] in DECLARED_FIELDS:
         return "declared"
@@ -1448,7 +1477,7 @@ def field_protection(name: str, reply_kind: str) -> Protection:
         return "masked"
     if reply_kind == "paillier_input" and name.endswith(".ciphertexts"):
         return "paillier"
-    if reply_kind == "sealed_shares" and name.endswith(".ciphertext"):
+    if reply_kind == "masked_input" and name.endswith(".ciphertext"):
         return "sealed"
     return "plain"
 

@@ -1,8 +1,9 @@
 """Secure-sum messages between their crypto objects (``crypto.masking``) and the wire models.
 
-Keys, signatures, ciphertexts and shares travel as base64 text; the job id and round are not
-repeated in each wire object but bound back on receipt (they are part of what is signed and
-of the AEAD associated data, so a message moved to another job or round fails its check).
+Keys, signatures, ciphertexts and shares travel as base64 text; the job id (and the round of
+a share) is not repeated in each wire object but bound back on receipt (it is part of what is
+signed and of the AEAD associated data, so a message moved to another job or round fails its
+check).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import binascii
 
 from phe.paillier import PaillierPublicKey
 
-from crypto.masking import KeyAdvert
+from crypto.masking import EncryptedShare, KeyAdvert
 from crypto.paillier import key_fingerprint
 from protocol import messages as msg
 from protocol.errors import ProtocolError, RefusedError
 
 __all__ = [
-    "b64", "paillier_key_message", "public_key_of", "raw", "signed_keys", "to_key_advert"
+    "b64", "encrypted_share", "paillier_key_message", "public_key_of", "raw", "sealed_share",
+    "setup_job_id", "signed_keys", "to_key_advert",
 ]
 
 
@@ -35,25 +37,44 @@ def raw(text: str, what: str) -> bytes:
         raise RefusedError(f"{what} is not valid base64: refused.") from None
 
 
+def setup_job_id(job_id: str, setup: int) -> str:
+    """The id every key and message of key setup ``setup`` of a job is bound to."""
+    return job_id if setup == 1 else f"{job_id}#setup-{setup}"
+
+
 def signed_keys(advert: KeyAdvert) -> msg.SignedKeys:
     """A key advert in its wire form."""
     return msg.SignedKeys(
         sender=advert.sender,
         enc_public=b64(advert.enc_public),
         mask_public=b64(advert.mask_public),
-        seed_commitment=b64(advert.seed_commitment),
+        nonce=b64(advert.nonce),
         signature=b64(advert.signature),
     )
 
 
-def to_key_advert(wire: msg.SignedKeys, *, job_id: str, round_no: int) -> KeyAdvert:
-    """The key advert of a wire message, bound to ``job_id`` and round (signed with them)."""
+def to_key_advert(wire: msg.SignedKeys, *, job_id: str) -> KeyAdvert:
+    """The key advert of a wire message, bound to ``job_id`` (signed with it)."""
     return KeyAdvert(
-        job_id, round_no, wire.sender,
+        job_id, wire.sender,
         raw(wire.enc_public, "enc_public"),
         raw(wire.mask_public, "mask_public"),
-        raw(wire.seed_commitment, "seed_commitment"),
+        raw(wire.nonce, "nonce"),
         raw(wire.signature, "signature"),
+    )
+
+
+def sealed_share(share: EncryptedShare) -> msg.SealedShare:
+    """A sealed seed share in its wire form."""
+    return msg.SealedShare(
+        sender=share.sender, recipient=share.recipient, ciphertext=b64(share.ciphertext)
+    )
+
+
+def encrypted_share(wire: msg.SealedShare, *, job_id: str, round_no: int) -> EncryptedShare:
+    """The sealed share of a wire message, bound to ``job_id`` and the round (AEAD data)."""
+    return EncryptedShare(
+        job_id, round_no, wire.sender, wire.recipient, raw(wire.ciphertext, "ciphertext")
     )
 
 

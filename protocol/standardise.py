@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._fuzzy import iter_chunks
 from ._validation import FloatArray, check_data, check_int
 from .errors import ProtocolError
+from .rows import RowSource, as_source, fold
 
 __all__ = ["MomentSums", "add_moments", "apply", "combine_moments", "participant_moments"]
 
@@ -69,20 +69,28 @@ def _vector(v: ArrayLike, *, name: str, n_features: int) -> FloatArray:
     return arr
 
 
-def participant_moments(X: ArrayLike, *, shift: ArrayLike | None = None) -> MomentSums:
+def moments_block(xb: FloatArray, shift: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Partial Σ(x - s) and Σ(x - s)² per column of one block."""
+    Z = xb - shift
+    ones = np.ones(Z.shape[0])
+    s1: FloatArray = ones @ Z
+    Z *= Z
+    s2: FloatArray = ones @ Z
+    return s1, s2
+
+
+def participant_moments(
+    X: ArrayLike | RowSource, *, shift: ArrayLike | None = None
+) -> MomentSums:
     """Σ(x - s) and Σ(x - s)² per column of a participant's rows X; s = ``shift`` or 0.
 
-    Extra memory O(chunk·D): the shifted rows are formed a block at a time.
+    Folded over fixed blocks (``protocol.rows``): extra memory O(block·D), the same bits for
+    any chunking of a streamed source.
     """
-    Xa = check_data(X)
-    D = Xa.shape[1]
+    rows = as_source(X)
+    D = rows.n_features
     s = np.zeros(D) if shift is None else _vector(shift, name="shift", n_features=D)
-    s1 = np.zeros(D)
-    s2 = np.zeros(D)
-    for rows in iter_chunks(Xa.shape[0]):
-        Z = Xa[rows] - s
-        s1 += Z.sum(axis=0)
-        s2 += np.einsum("ij,ij->j", Z, Z)
+    s1, s2 = fold(rows, lambda xb, _: moments_block(xb, s))
     return MomentSums(sum=s1, sum_sq=s2, shift=s.copy())
 
 

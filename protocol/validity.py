@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._fuzzy import iter_chunks, memberships_from_d2, squared_distances
+from ._fuzzy import Centers, distances_t, memberships_t
 from ._validation import (
     FloatArray,
     check_centers,
@@ -48,6 +48,7 @@ from ._validation import (
     check_int,
 )
 from .errors import ProtocolError
+from .rows import RowSource, as_source, fold
 
 __all__ = [
     "FuzzyDBSums",
@@ -119,28 +120,33 @@ def _checked_vector(value: ArrayLike, k: int, what: str) -> FloatArray:
 
 
 def _data_and_centers(
-    X: ArrayLike, centers: ArrayLike, owner: str
-) -> tuple[FloatArray, FloatArray]:
-    Xa = check_data(X)
-    C = check_centers(centers, n_features=Xa.shape[1])
+    X: ArrayLike | RowSource, centers: ArrayLike, owner: str
+) -> tuple[RowSource, FloatArray]:
+    rows = as_source(X)
+    C = check_centers(centers, n_features=rows.n_features)
     _check_k_at_least_two(C.shape[0], owner)
-    return Xa, C
+    return rows, C
 
 
 # -- soft Davies-Bouldin: internals ------------------------------------------------------------
-def _fuzzy_db_sums(X: FloatArray, C: FloatArray, m: float, q: float) -> FuzzyDBSums:
-    K = C.shape[0]
-    spread = np.zeros(K)
-    membership = np.zeros(K)
-    for s in iter_chunks(X.shape[0]):
-        d2 = squared_distances(X[s], C)
-        if q == 2.0:
-            spread += d2.sum(axis=0)
-        elif q == 1.0:
-            spread += np.sqrt(d2).sum(axis=0)
-        else:
-            spread += np.power(d2, q / 2.0).sum(axis=0)
-        membership += memberships_from_d2(d2, m).sum(axis=0)  # overwrites d2
+def fuzzy_db_block(
+    xb: FloatArray, nb: FloatArray, c: Centers, m: float, q: float
+) -> tuple[FloatArray, FloatArray]:
+    """Partial Σ_j ||x_j - c_i||^q and Σ_j u_ij of one block (eq. 15)."""
+    d2 = distances_t(xb, nb, c)
+    if q == 2.0:
+        spread = d2 @ np.ones(d2.shape[1])
+    elif q == 1.0:
+        spread = np.sqrt(d2) @ np.ones(d2.shape[1])
+    else:
+        spread = np.power(d2, q / 2.0) @ np.ones(d2.shape[1])
+    U = memberships_t(d2, m)  # overwrites d2
+    return spread, U @ np.ones(U.shape[1])
+
+
+def _fuzzy_db_sums(rows: RowSource, C: FloatArray, m: float, q: float) -> FuzzyDBSums:
+    c = Centers.of(C)
+    spread, membership = fold(rows, lambda xb, nb: fuzzy_db_block(xb, nb, c, m, q))
     return FuzzyDBSums(spread=spread, membership=membership)
 
 
@@ -171,7 +177,7 @@ def _db_from_sums(
 
 # -- soft Davies-Bouldin: public -----------------------------------------------------------------
 def soft_davies_bouldin(
-    X: ArrayLike, centers: ArrayLike, *, m: float = 2.0, q: float = 1.0, p: float = 2.0
+    X: ArrayLike | RowSource, centers: ArrayLike, *, m: float = 2.0, q: float = 1.0, p: float = 2.0
 ) -> float:
     """Central soft Davies-Bouldin index R̄ (Stallmann & Wilbik 2022, eq. 9-13); lower is better.
 
@@ -183,26 +189,27 @@ def soft_davies_bouldin(
         ValueError: malformed inputs, or fewer than 2 centers.
     """
     owner = "soft_davies_bouldin"
-    Xa, C = _data_and_centers(X, centers, owner)
+    rows, C = _data_and_centers(X, centers, owner)
     m = check_fuzzifier(m, owner=owner)
     q = _check_q(q, owner)
     p = _check_p(p, owner)
-    sums = _fuzzy_db_sums(Xa, C, m, q)
-    return _db_from_sums(sums.spread, sums.membership, float(Xa.shape[0]), C, q, p)
+    sums = _fuzzy_db_sums(rows, C, m, q)
+    return _db_from_sums(sums.spread, sums.membership, float(rows.n_rows), C, q, p)
 
 
 def participant_fuzzy_db_sums(
-    X: ArrayLike, centers: ArrayLike, *, m: float, q: float
+    X: ArrayLike | RowSource, centers: ArrayLike, *, m: float, q: float
 ) -> FuzzyDBSums:
     """Per-cluster Σ||x - c_i||^q and Σu_i of the local rows against the global centers (eq. 15).
 
-    Chunked: O(chunk·K) extra memory. N_l is deliberately not part of the result.
+    Folded over fixed blocks: O(block·K) extra memory, the same bits for any chunking of a
+    streamed source. N_l is deliberately not part of the result.
     """
     owner = "participant_fuzzy_db_sums"
-    Xa, C = _data_and_centers(X, centers, owner)
+    rows, C = _data_and_centers(X, centers, owner)
     m = check_fuzzifier(m, owner=owner)
     q = _check_q(q, owner)
-    return _fuzzy_db_sums(Xa, C, m, q)
+    return _fuzzy_db_sums(rows, C, m, q)
 
 
 def combine_fuzzy_db(
@@ -257,22 +264,28 @@ def combine_fuzzy_db(
 
 
 # -- simplified silhouette -------------------------------------------------------------------
-def _silhouette_total(X: FloatArray, C: FloatArray) -> float:
-    total = 0.0
-    for s in iter_chunks(X.shape[0]):
-        two = np.partition(squared_distances(X[s], C), 1, axis=1)[:, :2]
-        np.sqrt(two, out=two)
-        a, b = two[:, 0], two[:, 1]  # a <= b, so max(a, b) = b
-        sil = np.zeros_like(b)
-        np.divide(b - a, b, out=sil, where=b > 0)
-        total += float(sil.sum())
-    return total
+def silhouette_block(xb: FloatArray, nb: FloatArray, c: Centers) -> tuple[float]:
+    """Partial Σ s(x) of one block; a, b the two smallest distances (a <= b = max(a, b))."""
+    two = np.partition(distances_t(xb, nb, c), 1, axis=0)[:2]
+    np.sqrt(two, out=two)
+    a, b = two[0], two[1]
+    sil = np.zeros_like(b)
+    np.divide(b - a, b, out=sil, where=b > 0)
+    return (float(sil @ np.ones(sil.shape[0])),)
 
 
-def participant_silhouette_sums(X: ArrayLike, centers: ArrayLike) -> SilhouetteSums:
+def _silhouette_total(rows: RowSource, C: FloatArray) -> float:
+    c = Centers.of(C)
+    (total,) = fold(rows, lambda xb, nb: silhouette_block(xb, nb, c))
+    return float(total)
+
+
+def participant_silhouette_sums(
+    X: ArrayLike | RowSource, centers: ArrayLike
+) -> SilhouetteSums:
     """Σ s(x) of the simplified silhouette over the local rows."""
-    Xa, C = _data_and_centers(X, centers, "participant_silhouette_sums")
-    return SilhouetteSums(total=_silhouette_total(Xa, C))
+    rows, C = _data_and_centers(X, centers, "participant_silhouette_sums")
+    return SilhouetteSums(total=_silhouette_total(rows, C))
 
 
 def combine_silhouette(sums: Sequence[SilhouetteSums], total_count: int) -> float:
@@ -301,7 +314,7 @@ def combine_silhouette(sums: Sequence[SilhouetteSums], total_count: int) -> floa
     return total / n
 
 
-def simplified_silhouette(X: ArrayLike, centers: ArrayLike) -> float:
+def simplified_silhouette(X: ArrayLike | RowSource, centers: ArrayLike) -> float:
     """Central mean simplified silhouette of ``X`` for ``centers`` (needs K >= 2)."""
-    Xa, C = _data_and_centers(X, centers, "simplified_silhouette")
-    return _silhouette_total(Xa, C) / float(Xa.shape[0])
+    rows, C = _data_and_centers(X, centers, "simplified_silhouette")
+    return _silhouette_total(rows, C) / float(rows.n_rows)

@@ -2,8 +2,9 @@
 
 Handlers take ``Analyst`` or ``CurrentParticipant`` parameters (``Annotated`` aliases), so
 no route can forget authentication: no or an unknown token → 401 (``WWW-Authenticate:
-Bearer``); a valid token of the wrong role → 403. Tokens are compared by their SHA-256 with
-:func:`hmac.compare_digest` and never logged.
+Bearer``); a valid token of the wrong role → 403. Tokens are known by their SHA-256 only
+and never logged. The dependencies are coroutines: they do no I/O, and a worker-thread hop
+each would cost more than their work.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from coordinator.counting_client import CountingClient
 from coordinator.db import Database
 from coordinator.runner import JobRunner
 from coordinator.settings import CoordinatorSettings
-from crypto.tokens import identify
+from crypto.tokens import token_sha256
 from protocol.messages import ErrorDetail
 
 __all__ = [
@@ -53,15 +54,20 @@ Identity = AnalystIdentity | ParticipantIdentity
 
 
 class Authenticator:
-    """Maps a presented token to its identity through the configured SHA-256 hashes."""
+    """Maps a presented token to its identity through the configured SHA-256 hashes.
+
+    The presented token's digest is looked up in a table (constant work however many
+    participants are configured): the lookup's timing depends only on that digest, which
+    reveals nothing about a stored one, and the response already shows whether it matched.
+    """
 
     def __init__(self, settings: CoordinatorSettings) -> None:
-        self._entries: list[tuple[str, Identity]] = [
-            (a.token_sha256, AnalystIdentity(a.name)) for a in settings.analysts
-        ] + [(p.token_sha256, ParticipantIdentity(p.id)) for p in settings.participants]
+        self._by_digest: dict[str, Identity] = {
+            a.token_sha256: AnalystIdentity(a.name) for a in settings.analysts
+        } | {p.token_sha256: ParticipantIdentity(p.id) for p in settings.participants}
 
     def identify(self, token: str) -> Identity | None:
-        return identify(token, self._entries)
+        return self._by_digest.get(token_sha256(token)) if token else None
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ class Services:
     runner: JobRunner
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     services: Services | None = getattr(request.app.state, "services", None)
     if services is None:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the coordinator is not running")
@@ -89,7 +95,7 @@ _bearer = HTTPBearer(auto_error=False, description="Bearer token of an analyst o
 _UNAUTHENTICATED: Final = {"WWW-Authenticate": "Bearer"}
 
 
-def authenticate(
+async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
@@ -107,14 +113,14 @@ def authenticate(
     return identity
 
 
-def require_analyst(identity: Annotated[Identity, Depends(authenticate)]) -> AnalystIdentity:
+async def require_analyst(identity: Annotated[Identity, Depends(authenticate)]) -> AnalystIdentity:
     """403 unless the caller is an analyst."""
     if not isinstance(identity, AnalystIdentity):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this operation needs an analyst token")
     return identity
 
 
-def require_participant(
+async def require_participant(
     identity: Annotated[Identity, Depends(authenticate)],
 ) -> ParticipantIdentity:
     """403 unless the caller is a participant."""

@@ -167,6 +167,7 @@ def get_job_disclosures(
     coordinator received (names, shapes, protection) and how many such messages, with
     plain-language notes on what the algorithm reveals. Available in every state."""
     job = _job(services, job_id)
+    services.broker.flush()  # replies received so far are stored
     return ledger(job, services.db.tasks(job_id))
 
 

@@ -20,9 +20,11 @@ OPERATIONS = {
     ("post", "/api/v1/jobs/{job_id}/cancel"): ("cancel_job", "jobs"),
     ("get", "/api/v1/jobs/{job_id}/disclosures"): ("get_job_disclosures", "jobs"),
     ("get", "/api/v1/tasks/next"): ("next_task", "tasks"),
+    ("get", "/api/v1/blobs/{sha256}"): ("get_blob", "tasks"),
     ("post", "/api/v1/jobs/{job_id}/tasks/{task_id}/contribution"): (
         "submit_contribution", "tasks",
     ),
+    ("post", "/api/v1/jobs/{job_id}/tasks/{task_id}/answer"): ("answer_task", "tasks"),
     ("get", "/api/v1/health"): ("health", "meta"),
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,97 +207,127 @@ def _session(member: SecureMember) -> SecureSession:
     return session
 
 
-def _advertise(members: list[Watched], r: int) -> list[msg.Reply]:
-    cohort_ids = [m.name for m in members]
-    identities = {m.name: b for m, b in zip(members, _public(members), strict=True)}
-    spec = msg.SecureAdvertiseTask(
-        round=r, cohort=cohort_ids, threshold=len(members) // 2 + 1, identities=identities
+def _identities(members: list[Watched]) -> dict[str, str]:
+    return {
+        m.name: base64.b64encode(_session(m)._identity.public_bytes()).decode() for m in members
+    }
+
+
+def _setup_task(members: list[Watched]) -> msg.SecureSetupTask:
+    return msg.SecureSetupTask(
+        roster=[m.name for m in members], degree=None, threshold=len(members) // 2 + 1,
+        identities=_identities(members),
     )
-    return [_session(m).handle(spec) for m in members]
 
 
-def _public(members: list[Watched]) -> list[str]:
-    return [
-        base64.b64encode(_session(m)._identity.public_bytes()).decode() for m in members
-    ]
-
-
-def _run_to_unmask(members: list[Watched]) -> None:
-    adverts = _advertise(members, 1)
+def _setup(members: list[Watched]) -> list[msg.Reply]:
+    """The job's key setup (complete graph), answered by every member."""
+    spec = _setup_task(members)
+    adverts = [_session(m).handle(spec) for m in members]
     wire = [a.advert for a in adverts if isinstance(a, msg.KeyAdvertReply)]
-    assert len(wire) == len(members)
-    bundles = [_session(m).handle(msg.SecureShareKeysTask(round=1, adverts=wire)) for m in members]
-    shares = [s for b in bundles if isinstance(b, msg.SealedSharesReply) for s in b.shares]
-    for m in members:
-        inbox = [s for s in shares if s.recipient == m.name]
-        reply = _session(m).handle(
-            msg.SecureInputTask(
-                round=1, shares=inbox, statistic=fcm_task(CENTERS),
-                encoding=field_encodings(
-                    fcm_task(CENTERS), n_features=3, n_parties=len(members),
-                    max_rows=MAX_ROWS, value_bound=VALUE_BOUND,
-                ),
-            )
+    assert len(wire) == len(members), adverts
+    return [_session(m).handle(msg.SecureGraphTask(adverts=wire)) for m in members]
+
+
+def _input(member: Watched, r: int, names: list[str]) -> msg.Reply:
+    task = fcm_task(CENTERS)
+    return _session(member).handle(
+        msg.SecureInputTask(
+            round=r, cohort=names, statistic=task,
+            encoding=field_encodings(
+                task, n_features=3, n_parties=len(names), max_rows=MAX_ROWS,
+                value_bound=VALUE_BOUND,
+            ),
         )
-        assert isinstance(reply, msg.MaskedInputReply), reply
+    )
+
+
+def test_the_setup_gives_every_member_the_same_graph() -> None:
+    _, members, _ = cohort(4)
+    acks = _setup(members)
+    assert all(isinstance(a, msg.GraphReply) for a in acks)
+    assert len({a.graph_sha256 for a in acks if isinstance(a, msg.GraphReply)}) == 1
+    again = _session(members[0]).handle(_setup_task(members))
+    assert isinstance(again, msg.RefusalReply) and "was made already" in again.reason
 
 
 def test_asking_for_both_kinds_of_share_of_one_peer_is_refused() -> None:
     _, members, _ = cohort(4)
-    _run_to_unmask(members)
+    _setup(members)
     names = [m.name for m in members]
-    both = msg.SecureUnmaskTask(round=1, survivors=names, dropped=[names[3]])
+    assert all(isinstance(_input(m, 1, names), msg.MaskedInputReply) for m in members)
+    both = msg.SecureUnmaskTask(round=1, survivors=names, dropped=[names[3]], shares=[])
     reply = _session(members[0]).handle(both)
-    assert isinstance(reply, msg.RefusalReply) and "both" in reply.reason
-    # Asked first as a survivor, org-3 cannot later be declared dropped (its key share).
-    first = _session(members[1]).handle(msg.SecureUnmaskTask(round=1, survivors=names, dropped=[]))
+    assert isinstance(reply, msg.RefusalReply) and "nobody as both" in reply.reason
+    # Asked first as a survivor, org-3 cannot later be declared dropped (its round key).
+    first = _session(members[1]).handle(
+        msg.SecureUnmaskTask(round=1, survivors=names, dropped=[], shares=[])
+    )
     assert isinstance(first, msg.UnmaskSharesReply)
     later = _session(members[1]).handle(
-        msg.SecureUnmaskTask(round=1, survivors=names[:3], dropped=[names[3]])
+        msg.SecureUnmaskTask(round=1, survivors=names[:3], dropped=[names[3]], shares=[])
     )
     assert isinstance(later, msg.RefusalReply) and "contradicts" in later.reason
 
 
-def test_a_substituted_round_key_is_refused() -> None:
+def test_a_substituted_job_key_is_refused() -> None:
     _, members, _ = cohort(3)
-    adverts = _advertise(members, 1)
+    spec = _setup_task(members)
+    adverts = [_session(m).handle(spec) for m in members]
     wire = [a.advert for a in adverts if isinstance(a, msg.KeyAdvertReply)]
     # The coordinator swaps org-1's mask key for one of its own choosing (org-2's here).
     swapped = [
         w.model_copy(update={"mask_public": wire[2].mask_public}) if w.sender == "org-1" else w
         for w in wire
     ]
-    reply = _session(members[0]).handle(msg.SecureShareKeysTask(round=1, adverts=swapped))
+    reply = _session(members[0]).handle(msg.SecureGraphTask(adverts=swapped))
     assert isinstance(reply, msg.RefusalReply) and "integrity" in reply.reason
 
 
 def test_a_substituted_identity_key_is_refused() -> None:
     _, members, _ = cohort(3)
-    _advertise(members, 1)  # pins every peer's identity
-    identities = dict(zip([m.name for m in members], _public(members), strict=True))
+    _setup(members)  # pins every peer's identity
+    identities = _identities(members)
     identities["org-2"] = base64.b64encode(IdentityKey.generate().public_bytes()).decode()
-    spec = msg.SecureAdvertiseTask(
-        round=2, cohort=list(identities), threshold=2, identities=identities
+    first = _session(members[0])
+    next_job = SecureSession(
+        members[0].local, participant_id="org-0", job_id="job-2", identity=first._identity,
+        pins=first._pins,
     )
-    reply = _session(members[0]).handle(spec)
+    reply = next_job.handle(
+        msg.SecureSetupTask(roster=list(identities), threshold=2, identities=identities)
+    )
     assert isinstance(reply, msg.RefusalReply) and "pinned" in reply.reason
 
 
 def test_a_replayed_round_is_refused() -> None:
     _, members, _ = cohort(3)
-    _advertise(members, 5)
+    _setup(members)
+    names = [m.name for m in members]
+    assert isinstance(_input(members[0], 5, names), msg.MaskedInputReply)
     for r in (5, 4):
-        (reply, *_) = _advertise(members, r)
+        reply = _input(members[0], r, names)
         assert isinstance(reply, msg.RefusalReply) and "replay" in reply.reason
-    stale = _session(members[0]).handle(msg.SecureShareKeysTask(round=3, adverts=[]))
-    assert isinstance(stale, msg.RefusalReply) and "not the round in progress" in stale.reason
+    stale = _session(members[0]).handle(
+        msg.SecureUnmaskTask(round=3, survivors=names, dropped=[], shares=[])
+    )
+    assert isinstance(stale, msg.RefusalReply) and "round in progress" in stale.reason
 
 
 def test_participants_refuse_a_cohort_below_the_minimum() -> None:
     _, members, _ = cohort(3)
-    pair = members[:2]
-    replies = _advertise(pair, 1)
+    spec = _setup_task(members[:2])
+    replies = [_session(m).handle(spec) for m in members[:2]]
     assert all(isinstance(r, msg.RefusalReply) and "min_cohort" in r.reason for r in replies)
+    _setup(members)
+    reply = _input(members[0], 1, [m.name for m in members[:2]])
+    assert isinstance(reply, msg.RefusalReply) and "min_cohort" in reply.reason
+
+
+def test_a_sum_before_the_key_setup_is_refused() -> None:
+    _, members, _ = cohort(3)
+    reply = _input(members[0], 1, [m.name for m in members])
+    assert isinstance(reply, msg.RefusalReply) and "holds no keys" in reply.reason
 
 
 def test_the_coordinator_refuses_to_start_a_sum_below_the_minimum_cohort() -> None:
@@ -311,7 +342,7 @@ def test_a_participant_without_a_session_refuses_secure_stages() -> None:
     local = LocalParticipant(np.zeros((5, 2)), name="x")
     task = msg.Task(
         job_id=JOB, task_id=0, algorithm="ffcm",
-        spec=msg.SecureUnmaskTask(round=1, survivors=[], dropped=[]),
+        spec=msg.SecureUnmaskTask(round=1, survivors=[], dropped=[], shares=[]),
     )
     reply = execute(local, task)
     assert isinstance(reply, msg.RefusalReply) and "no secure sums" in reply.reason
@@ -323,6 +354,10 @@ def test_center_kmeans_over_held_local_centers_is_the_same_procedure_masked_or_p
     # k-means is one procedure whose sums are masked or plain. Seeded (no start), with splits
     # and swaps, the masked run must take the same steps and end at the same centers.
     locals_, members, summation = cohort(4, rows=400)
+    # The bounds a job derives from declarations (rows <= 512, |x| <= 16), not the loose
+    # module defaults: with those the inertia keeps only 14 fractional bits, and a decision
+    # compared at 6 significant digits may tip on the rounding.
+    summation.set_bounds(max_rows=512, value_bound=16.0)
     start = np.array([[0.5, 0.5, 0.5], [3.0, 3.0, 3.0], [6.5, 6.5, 6.5]])
     for member in members:
         member.hold_local_fcm(start, m=2.0, tol=1e-6, max_iter=500)
@@ -330,12 +365,12 @@ def test_center_kmeans_over_held_local_centers_is_the_same_procedure_masked_or_p
     plain = center_kmeans(FederatedCenters(locals_, None), 3, 3)
     assert masked.sums == plain.sums
     np.testing.assert_array_equal(masked.contributors, plain.contributors)
-    # The sums carry 29 fractional bits with the default bounds (error 4·2^-30 per
+    # The center sums carry 40 fractional bits with these bounds (error 4·2^-41 per
     # coordinate); a center is a mean of >= 1 local centers, so 1e-8 bounds the difference.
     np.testing.assert_allclose(masked.centers, plain.centers, rtol=0, atol=1e-8)
     # Only masked sums left the participants: no reply carried a local center in the clear.
     assert all(
-        isinstance(r, msg.KeyAdvertReply | msg.SealedSharesReply | msg.MaskedInputReply
+        isinstance(r, msg.KeyAdvertReply | msg.GraphReply | msg.MaskedInputReply
                    | msg.UnmaskSharesReply)
         for member in members for r in member.sent
     )
@@ -361,9 +396,75 @@ def test_a_round_begun_before_a_restart_is_refused_after_it() -> None:
         members[0].local, participant_id="org-0", job_id=JOB,
         identity=_session(members[0])._identity, pins=PeerPins(), last_round=saved.secure_round,
     )
-    ids = dict(zip([m.name for m in members], _public(members), strict=True))
+    members[0]._session = restarted
+    _setup(members)
+    names = [m.name for m in members]
     for r, refused in ((7, True), (8, False)):
-        reply = restarted.handle(
-            msg.SecureAdvertiseTask(round=r, cohort=list(ids), threshold=2, identities=ids)
-        )
+        reply = _input(members[0], r, names)
         assert isinstance(reply, msg.RefusalReply) == refused, reply
+
+
+@pytest.mark.parametrize("graph", ["auto", "full"])
+def test_a_large_cohort_masks_on_its_graph_and_recovers_dropouts(graph: str) -> None:
+    # 120 participants: SecAgg+ ("auto") picks a k-regular graph with k far below 119,
+    # "full" the complete graph; five go silent before their masked input and the
+    # survivors' sum is still exact.
+    locals_, members, summation = cohort(120, rows=20)
+    summation = MaskedSummation(
+        JOB, summation._identities, max_rows=MAX_ROWS, value_bound=VALUE_BOUND,
+        graph="full" if graph == "full" else "auto",
+    )
+    for m in members[10:15]:
+        m.fail_at = "secure_input"
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    params = summation.parameters
+    assert params is not None
+    # Each participant was sent the sealed shares of its neighbours only.
+    unmask = [r for m in members for r in m.received if isinstance(r, msg.SecureUnmaskTask)]
+    most = max(len(t.shares) for t in unmask)
+    if graph == "auto":
+        assert params.degree is not None and params.degree < 60 and most <= params.degree
+        assert any("regular graph" in n for n in summation.notes)
+    else:
+        assert params.degree is None and most == 114  # every other survivor
+    # Round keys went out only for dropped peers, and only from survivors next to them.
+    dropped = {m.name for m in members[10:15]}
+    revealed = [
+        set(r.pair_keys) for m in members for r in m.sent if isinstance(r, msg.UnmaskSharesReply)
+    ]
+    assert len(revealed) == 115 and all(keys <= dropped for keys in revealed)
+    assert 0 < sum(len(keys) for keys in revealed) <= 5 * params.neighbours
+    assert len(names) == 115
+    expected = sum(p.fcm_sums(CENTERS, m=2.0).weighted_sum for p in locals_ if p.name in names)
+    np.testing.assert_allclose(total.to_result().weighted_sum, expected, rtol=1e-9)
+
+
+def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: Path) -> None:
+    locals_, members, summation = cohort(4)
+    first = _session(members[0])
+
+    def session(last_round: int) -> SecureSession:
+        return SecureSession(
+            members[0].local, participant_id="org-0", job_id=JOB, identity=first._identity,
+            pins=PeerPins(), last_round=last_round, keys_dir=tmp_path / "keys",
+        )
+
+    members[0]._session = session(0)
+    summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    (saved,) = (tmp_path / "keys").iterdir()
+    assert saved.name == "setup-1.json" and saved.stat().st_mode & 0o777 == 0o600
+    members[0]._session = session(summation.rounds)  # the agent restarts from its state
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    assert names == ("org-0", "org-1", "org-2", "org-3")
+    expected = sum(p.fcm_sums(CENTERS, m=2.0).weighted_sum for p in locals_)
+    np.testing.assert_allclose(total.to_result().weighted_sum, expected, rtol=1e-9)
+    # Without its keys it would have dropped out of every later sum.
+    members[0]._session = SecureSession(
+        members[0].local, participant_id="org-0", job_id=JOB, identity=first._identity,
+        pins=PeerPins(), last_round=summation.rounds,
+    )
+    _, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    assert "org-0" not in names
+    saved.write_text("{not json")
+    with pytest.raises(ValueError, match="not a file of saved masking keys"):
+        session(summation.rounds)

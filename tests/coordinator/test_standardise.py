@@ -52,7 +52,7 @@ def test_local_participants_get_pooled_z_scores() -> None:
     np.testing.assert_allclose(mean, X.mean(axis=0), rtol=1e-14)
     np.testing.assert_allclose(scale, X.std(axis=0), rtol=1e-12)
     pooled = (X - X.mean(axis=0)) / X.std(axis=0)
-    fed = np.vstack([p._X for p in ps])
+    fed = np.vstack([p.rows.in_memory().X for p in ps])
     np.testing.assert_allclose(fed, pooled, atol=1e-12)  # both accurate to ~1e-14
 
 

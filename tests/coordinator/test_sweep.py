@@ -17,7 +17,7 @@ def parts(seed: int = 0) -> list[LocalParticipant]:
 
 def test_moment_box_is_the_pooled_mean_and_std() -> None:
     ps = parts()
-    pooled = np.vstack([p._X for p in ps])
+    pooled = np.vstack([p.rows.in_memory().X for p in ps])
     mean, scale = moment_box(ps, total_count=200)
     np.testing.assert_allclose(mean, pooled.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(scale, pooled.std(axis=0), rtol=1e-12)
@@ -34,7 +34,7 @@ def test_initial_centers_fill_the_box_with_the_data_variance() -> None:
 
 def test_fed_fuzzy_db_equals_the_central_index() -> None:
     ps = parts(2)
-    pooled = np.vstack([p._X for p in ps])
+    pooled = np.vstack([p.rows.in_memory().X for p in ps])
     C = np.array([[9.0, -5.0], [11.0, -5.2], [10.0, -4.6]])
     federated = fed_fuzzy_db(ps, C, lambda: 200)
     assert np.isclose(federated, soft_davies_bouldin(pooled, C), rtol=1e-9)

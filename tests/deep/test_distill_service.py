@@ -27,6 +27,7 @@ from protocol.messages import (  # noqa: E402
     JobPublic,
     WireArray,
 )
+from tests.deep._ledger import assert_only_masked_inputs  # noqa: E402
 
 SEED = 3
 # The simulator's federation for these settings (simulate_fed_distill builds the same one from
@@ -77,8 +78,7 @@ def test_service_groups_like_the_simulator() -> None:
         for f in d.fields:
             protection.setdefault((d.task_kind, f.name), set()).add(f.protection)
     assert protection[("distill_counts", "label_counts")] == {"plain"}
-    masked = {k: v for k, v in protection.items() if k[0] == "secure_input"}
-    assert masked and all(v == {"masked"} for v in masked.values())
+    assert_only_masked_inputs(protection)
     plain_soft = any(k[0] == "distill_soft" for k in protection)
     assert plain_soft == bool(small)  # soft predictions in the clear only for small groups
     assert any("label-count" in n for n in ledger.notes)

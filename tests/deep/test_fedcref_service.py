@@ -30,6 +30,7 @@ from protocol.messages import (  # noqa: E402
     JobPublic,
     ResultDocument,
 )
+from tests.deep._ledger import assert_only_masked_inputs  # noqa: E402
 
 SEED = 4
 # Clusters of 40 digits score ~0.35-0.55 for the same class (see test_fedcref.THETA_SMALL).
@@ -136,8 +137,7 @@ def test_masked_service_finds_the_same_groups_and_masks_group_sums(
         for f in d.fields:
             protection.setdefault((d.task_kind, f.name), set()).add(f.protection)
     assert protection[("fedcref_models", "models")] == {"plain"}
-    masked = {k: v for k, v in protection.items() if k[0] == "secure_input"}
-    assert masked and all(v == {"masked"} for v in masked.values())
+    assert_only_masked_inputs(protection)
     small = [
         g for g in reference.iterations[-1].grouping.groups if len({i for i, _ in g}) < 3
     ]

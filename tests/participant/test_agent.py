@@ -121,7 +121,7 @@ class FakeCoordinator:
             head = self.queue[0]
             body = head.model_dump_json() if isinstance(head, msg.Task) else json.dumps(head)
             return httpx.Response(200, content=body)
-        if path.endswith("/contribution"):
+        if path.endswith(("/contribution", "/answer")):  # an answer's next task: poll again
             contribution = msg.Contribution.model_validate_json(request.content)
             head = self.queue[0]
             head_ids = (
@@ -129,9 +129,11 @@ class FakeCoordinator:
                 else (head["job_id"], head["task_id"])
             )
             assert (contribution.job_id, contribution.task_id) == head_ids
-            assert path == f"/api/v1/jobs/{head_ids[0]}/tasks/{head_ids[1]}/contribution"
+            assert path.rsplit("/", 1)[0] == f"/api/v1/jobs/{head_ids[0]}/tasks/{head_ids[1]}"
             self.queue.popleft()
             self.contributions.append(contribution)
+            if path.endswith("/answer"):
+                return httpx.Response(204)
             return httpx.Response(202, json={"job_id": head_ids[0], "task_id": head_ids[1]})
         return httpx.Response(404, json={"detail": "no such route"})
 

@@ -70,9 +70,8 @@ def test_a_protected_sum_needs_an_admitted_roster_containing_its_cohort(
     key = base64.b64encode(bytes(32)).decode()
 
     def advertise(job: str, task_id: int, *cohort: str) -> msg.Task:
-        spec = msg.SecureAdvertiseTask(
-            round=1, cohort=[ME, *cohort], threshold=2,
-            identities={p: key for p in (ME, *cohort)},
+        spec = msg.SecureSetupTask(
+            roster=[ME, *cohort], threshold=2, identities={p: key for p in (ME, *cohort)},
         )
         return task(task_id, spec, job=job)
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from protocol._fuzzy import CHUNK_ROWS, nearest
+from protocol._fuzzy import nearest
 from protocol._validation import FloatArray
 from protocol.fcm import FCMResult, fcm, fcm_memberships, kmeans
+from protocol.rows import BLOCK_ROWS
 
 
 def _blobs(n_per: int, centers: list[list[float]], scale: float, seed: int) -> FloatArray:
@@ -60,10 +61,10 @@ def test_memberships_by_hand() -> None:
 
 
 def test_matches_naive_dense_fcm_across_chunks() -> None:
-    # More rows than one chunk, so the chunked loop is exercised; the dense formula differs
+    # More rows than one block, so the block loop is exercised; the dense formula differs
     # only in summation order, so 1e-10 (relative to coordinates of order 1-10) suffices.
-    X = _blobs(CHUNK_ROWS // 3 + 7, [[0, 0], [5, 5], [0, 6]], 1.0, seed=1)
-    assert X.shape[0] > CHUNK_ROWS
+    X = _blobs(BLOCK_ROWS // 3 + 7, [[0, 0], [5, 5], [0, 6]], 1.0, seed=1)
+    assert X.shape[0] > BLOCK_ROWS
     C0 = np.array([[1.0, 1.0], [4.0, 4.0], [0.0, 4.0]])
     ours = fcm(X, 3, init=C0, tol=0.0, max_iter=4)
     np.testing.assert_allclose(ours.centers, _naive_fcm(X, C0, 2.0, 4), atol=1e-10)
