@@ -161,6 +161,7 @@ class SecureSession:
         self._last_round = last_round
         self._clients: dict[int, MaskingClient] = {}  # per key setup of the job
         self._setups: dict[int, msg.SecureSetupTask] = {}
+        self._answered: dict[str, tuple[msg.TaskSpec, msg.Reply]] = {}  # latest per stage
         self._lock = threading.Lock()
         self._keys_dir = keys_dir
         if keys_dir is not None:
@@ -203,21 +204,35 @@ class SecureSession:
         return self._job
 
     def handle(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The answer to one stage task, or a refusal saying why."""
+        """The answer to one stage task, or a refusal saying why.
+
+        The same task asked again (a coordinator that lost an answer before storing it and
+        resumed) gets the same answer, which tells it nothing new; any other task of a stage
+        already answered is refused by the stage's own checks.
+        """
         with self._lock:
-            try:
-                return self._handle(spec)
-            except RefusedError as exc:
-                return msg.RefusalReply(reason=str(exc))
-            except BoundError as exc:
-                return dispatch.over_bound_refusal(exc, participant=self._id, job=self._job)
-            except IntegrityError:
-                return msg.RefusalReply(
-                    reason="a signature, a sealed share or a rebuilt key failed its integrity "
-                    "check: refused."
-                )
-            except (ProtocolError, ValueError) as exc:
-                return msg.RefusalReply(reason=f"secure sum refused: {exc}")
+            previous = self._answered.get(spec.kind)
+            if previous is not None and previous[0] == spec:
+                return previous[1]
+            reply = self._answer(spec)
+            if not isinstance(reply, msg.RefusalReply):
+                self._answered[spec.kind] = (spec, reply)
+            return reply
+
+    def _answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        try:
+            return self._handle(spec)
+        except RefusedError as exc:
+            return msg.RefusalReply(reason=str(exc))
+        except BoundError as exc:
+            return dispatch.over_bound_refusal(exc, participant=self._id, job=self._job)
+        except IntegrityError:
+            return msg.RefusalReply(
+                reason="a signature, a sealed share or a rebuilt key failed its integrity "
+                "check: refused."
+            )
+        except (ProtocolError, ValueError) as exc:
+            return msg.RefusalReply(reason=f"secure sum refused: {exc}")
 
     def _handle(self, spec: msg.TaskSpec) -> msg.Reply:
         match spec:

@@ -247,7 +247,9 @@ def test_the_setup_gives_every_member_the_same_graph() -> None:
     acks = _setup(members)
     assert all(isinstance(a, msg.GraphReply) for a in acks)
     assert len({a.graph_sha256 for a in acks if isinstance(a, msg.GraphReply)}) == 1
-    again = _session(members[0]).handle(_setup_task(members))
+    again = _session(members[0]).handle(
+        _setup_task(members).model_copy(update={"threshold": 4})
+    )
     assert isinstance(again, msg.RefusalReply) and "was made already" in again.reason
 
 
@@ -305,7 +307,8 @@ def test_a_replayed_round_is_refused() -> None:
     _setup(members)
     names = [m.name for m in members]
     assert isinstance(_input(members[0], 5, names), msg.MaskedInputReply)
-    for r in (5, 4):
+    assert isinstance(_input(members[0], 6, names), msg.MaskedInputReply)
+    for r in (5, 4):  # older rounds (the latest, asked again alike, gets its answer again)
         reply = _input(members[0], r, names)
         assert isinstance(reply, msg.RefusalReply) and "replay" in reply.reason
     stale = _session(members[0]).handle(
@@ -468,3 +471,26 @@ def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: 
     saved.write_text("{not json")
     with pytest.raises(ValueError, match="not a file of saved masking keys"):
         session(summation.rounds)
+
+
+def test_the_same_stage_asked_again_gets_the_same_answer() -> None:
+    # A coordinator that lost an answer before storing it asks the same task again on
+    # resume: the same masked vector and sealed shares (nothing new), not a fresh masking.
+    _, members, _ = cohort(4)
+    _setup(members)
+    names = [m.name for m in members]
+    first = _input(members[0], 1, names)
+    again = _input(members[0], 1, names)
+    assert isinstance(first, msg.MaskedInputReply) and again == first
+    other = _input(members[0], 1, names[:3] + names[3:])  # equal: still the same answer
+    assert other == first
+    changed = _session(members[0]).handle(
+        msg.SecureInputTask(
+            round=1, cohort=names, statistic=fcm_task(CENTERS * 2),
+            encoding=field_encodings(
+                fcm_task(CENTERS), n_features=3, n_parties=4, max_rows=MAX_ROWS,
+                value_bound=VALUE_BOUND,
+            ),
+        )
+    )
+    assert isinstance(changed, msg.RefusalReply) and "replay" in changed.reason
