@@ -1,8 +1,8 @@
 """Secure sums for the round drivers: the coordinator learns Σ over participants, never a term.
 
 A driver that needs a sum-type statistic (``protocol.messages.SumTaskSpec``) hands the
-request to a :class:`Summation`. :class:`MaskedSummation` runs the four stages of pairwise
-masking (``crypto.masking``, Bonawitz et al. 2017) as tasks to the participants and returns
+request to a :class:`Summation`. :class:`MaskedSummation` runs SecAgg+ masking (``crypto.masking``:
+a key setup per job, then two stages per sum) as tasks to the participants and returns
 the decoded aggregate in the plain reply model of that statistic, so the drivers combine it
 with the same ``protocol.combine_*`` functions as a list of plain replies.
 
@@ -27,11 +27,13 @@ distill_soft       soft_sum 1 (each value a probability), members 1 (one per mem
 fedcref_fedavg     weighted_params N·B (n·θ, |θ| <= B per model parameter), rows N
 =================  ===============================================================
 
-Dropouts: a participant that refuses or does not answer the masked-input stage (or later)
-is a dropout; its pairwise masks are rebuilt from the survivors' shares and the aggregate is
-the exact sum of the survivors' inputs. With ``required=True`` (statistics that are wrong
-without everyone: moments, validity) a dropout fails the sum instead. Fewer than
-max(threshold, min_cohort) survivors fail the sum with a ProtocolError saying why.
+Dropouts: a participant that refuses or does not answer the masked-input stage is a
+dropout; its surviving neighbours reveal that sum's pair keys with it, the survivors' seed
+shares remove their self-masks, and the aggregate is the exact sum of the survivors' inputs.
+With ``required=True`` (statistics that are wrong without everyone: moments, validity) a
+dropout fails the sum instead. Survivors below the minimum cohort, a disconnected survivor
+graph, fewer than t seed shares of a survivor, or a silent survivor with a dropped
+neighbour fail the sum with a ProtocolError saying why.
 """
 
 from __future__ import annotations
