@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coordinator.distillation import FedDistillResult, run_fed_distill
+from fedclust.coordinator.distillation import FedDistillResult, run_fed_distill
 from fedclust.deep_simulate import DeepData, distill_federation, load_dataset
-from protocol.distillation import grouping_ari
+from fedclust.protocol.distillation import grouping_ari
 
 CLIENTS_PER_GROUP = 5
 PER_CLASS = 50

@@ -60,9 +60,9 @@ import sys
 import time
 from collections import Counter
 
-from coordinator.fedcref import FedCRefResult, run_fedcref
+from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref
 from fedclust.deep_simulate import DeepData, fedcref_federation, load_dataset
-from participant.deep.fedcref_local import FedCRefLocal, label_evaluator
+from fedclust.participant.deep.fedcref_local import FedCRefLocal, label_evaluator
 
 
 def federation(

@@ -41,9 +41,9 @@ from functools import partial
 
 import numpy as np
 
-from protocol._validation import FloatArray
-from protocol.fcm import _fcm_step, fcm_memberships
-from protocol.rows import as_rows
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.fcm import _fcm_step, fcm_memberships
+from fedclust.protocol.rows import as_rows
 
 D, K, M = 16, 10, 2.0
 Step = Callable[[], object]

@@ -53,7 +53,7 @@ def _centers() -> np.ndarray:
 
 
 def _participant(n: int, _path: Path) -> None:
-    from participant.local import LocalParticipant
+    from fedclust.participant.local import LocalParticipant
 
     X = _data(n)
     C = _centers()
@@ -78,7 +78,7 @@ def _write_parquet(n: int, path: Path) -> None:
 
 def _parquet_stream(_: int, path: Path) -> None:
     from fedclust.data.stream import parquet_rows
-    from protocol import exact_fcm, standardise, validity
+    from fedclust.protocol import exact_fcm, standardise, validity
 
     rows = parquet_rows(path)
     C = _centers()
@@ -116,8 +116,8 @@ WORKLOADS = {
 def _child(name: str, n: int, path: str) -> None:
     # Imported first, so that they count in the baseline.
     import fedclust.data.loaders
-    import fedclust.data.stream  # noqa: F401
-    import participant.local  # noqa: F401
+    import fedclust.data.stream
+    import fedclust.participant.local  # noqa: F401
 
     baseline = _rss_bytes()
     start = time.perf_counter()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from crypto.paillier import (
+from fedclust.crypto.paillier import (
     Packing,
     PaillierKeyPair,
     SlotSpec,

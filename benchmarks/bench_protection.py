@@ -35,10 +35,10 @@ from phe import paillier
 
 from benchmarks._blobs import blobs
 from benchmarks._timing import Timing, interleaved
-from crypto.paillier import PaillierKeyPair, SlotSpec, encrypt_vector
+from fedclust.crypto.paillier import PaillierKeyPair, SlotSpec, encrypt_vector
 from fedclust.inprocess import run_in_process
+from fedclust.protocol.messages import Algorithm, JobCreate, ProtectionScheme
 from fedclust.simulate import job_spec, simulate
-from protocol.messages import Algorithm, JobCreate, ProtectionScheme
 
 K, D, PARTIES = 5, 8, 3
 SCHEMES: tuple[ProtectionScheme, ...] = ("none", "masking", "paillier")

@@ -37,21 +37,21 @@ import httpx
 import numpy as np
 
 from benchmarks._timing import MIN_REPEATS, Timing
-from coordinator.app import create_app as create_coordinator
-from coordinator.job import run_job
-from coordinator.settings import CoordinatorSettings
-from counting.app import create_app as create_counting
-from counting.settings import CountingSettings
 from fedclust.asgi import InProcessApp
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles, write_federation
+from fedclust.coordinator.app import create_app as create_coordinator
+from fedclust.coordinator.job import run_job
+from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.settings import CountingSettings
 from fedclust.demo import Demo, free_port
+from fedclust.participant.agent import run_agent
+from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.messages import JobCreate
 from fedclust.simulate import CountingService
-from participant.agent import run_agent
-from participant.config import ParticipantConfig
-from participant.local import LocalParticipant
-from protocol._validation import FloatArray
-from protocol.messages import JobCreate
 
 K = 5
 D = 4

@@ -30,9 +30,9 @@ from sklearn.metrics import adjusted_rand_score
 from fedclust.data.federations import Federation, build_federation
 from fedclust.data.splits import split_uniform
 from fedclust.data.synthetic import MOTIVATIONAL_CENTERS
+from fedclust.protocol._fuzzy import nearest
+from fedclust.protocol.messages import ProtectionScheme
 from fedclust.simulate import simulate
-from protocol._fuzzy import nearest
-from protocol.messages import ProtectionScheme
 
 MODES: tuple[ProtectionScheme, ...] = ("none", "masking")
 

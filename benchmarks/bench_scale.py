@@ -29,12 +29,12 @@ import numpy as np
 
 from benchmarks._blobs import blobs
 from benchmarks._timing import interleaved
-from coordinator.job import run_job
-from coordinator.secure_sum import MaskedSummation
+from fedclust.coordinator.job import run_job
+from fedclust.coordinator.secure_sum import MaskedSummation
 from fedclust.data.federations import Federation
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import CountingService, _protected, job_spec
-from participant.local import LocalParticipant
-from protocol.messages import Algorithm, ProtectionScheme
 
 K, D = 5, 16
 

@@ -13,9 +13,9 @@ from typing import Protocol, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from coordinator.result import RoundRecord
-from protocol._validation import FloatArray, check_centers
-from protocol.errors import RefusedError
+from fedclust.coordinator.result import RoundRecord
+from fedclust.protocol._validation import FloatArray, check_centers
+from fedclust.protocol.errors import RefusedError
 
 #: Fewest distinct participants whose sum can hide each member's contribution (a group sum of
 #: FedCRef or fed-distill with fewer members is formed in the clear and noted).

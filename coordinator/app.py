@@ -19,16 +19,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from coordinator.api import jobs, participants, tasks
-from coordinator.api.deps import Authenticator, Services
-from coordinator.broker import Broker
-from coordinator.counting_client import CountingClient
-from coordinator.db import Database
-from coordinator.runner import JobRunner
-from coordinator.settings import AnalystCredential, CoordinatorSettings
-from crypto.tokens import token_sha256
-from fedclust.asgi import BodySizeLimit
-from protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION, HealthStatus
+from fedclust.coordinator.api import jobs, participants, tasks
+from fedclust.coordinator.api.deps import Authenticator, Services
+from fedclust.coordinator.broker import Broker
+from fedclust.coordinator.counting_client import CountingClient
+from fedclust.coordinator.db import Database
+from fedclust.coordinator.runner import JobRunner
+from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
+from fedclust.crypto.tokens import token_sha256
+from fedclust.protocol.body_limit import BodySizeLimit
+from fedclust.protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION, HealthStatus
 
 __all__ = ["API_PREFIX", "create_app", "openapi_document"]
 

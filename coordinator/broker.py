@@ -35,11 +35,11 @@ from typing import NoReturn
 
 from pydantic import TypeAdapter
 
-from coordinator.db import Database, JobRecord, TaskRecord
-from coordinator.journal import Journal
-from protocol import messages as msg
-from protocol.blobs import externalise, inline
-from protocol.errors import ProtocolError, UnavailableError
+from fedclust.coordinator.db import Database, JobRecord, TaskRecord
+from fedclust.coordinator.journal import Journal
+from fedclust.protocol import messages as msg
+from fedclust.protocol.blobs import externalise, inline
+from fedclust.protocol.errors import ProtocolError, UnavailableError
 
 __all__ = [
     "Broker",

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator._rounds import gather_required
-from coordinator.secure_sum import Summation
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.center_kmeans import (
+from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.center_kmeans import (
     CenterScatter,
     CenterSums,
     add_center_scatter,

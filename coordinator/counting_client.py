@@ -14,8 +14,8 @@ import time
 import httpx
 from pydantic import ValidationError
 
-from protocol.errors import RefusedError
-from protocol.messages import (
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.messages import (
     CountRoster,
     CountTotal,
     PaillierDecryption,

@@ -51,8 +51,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from protocol.blobs import inline, references
-from protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
+from fedclust.protocol.blobs import inline, references
+from fedclust.protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
 
 __all__ = [
     "Batch",

@@ -39,12 +39,12 @@ from typing import Final, Protocol
 
 import numpy as np
 
-from coordinator._rounds import gather_required
-from protocol._validation import FloatArray
-from protocol.declaration import Declaration
-from protocol.errors import RefusedError
-from protocol.exact_fcm import declared_rule_refusal, largest_allowed_k
-from protocol.messages import JobCreate
+from fedclust.coordinator._rounds import gather_required
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.declaration import Declaration
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.exact_fcm import declared_rule_refusal, largest_allowed_k
+from fedclust.protocol.messages import JobCreate
 
 __all__ = ["MODEL_PARAMETER_BOUND", "DeclaringParticipant", "JobBounds", "declare_job"]
 

@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Final
 
-from coordinator.db import JobRecord, TaskRecord
-from protocol import messages as msg
+from fedclust.coordinator.db import JobRecord, TaskRecord
+from fedclust.protocol import messages as msg
 
 __all__ = ["ALGORITHM_NOTES", "PROTECTED_NOTES", "ledger"]
 

@@ -20,18 +20,18 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from coordinator.distillation import (
+from fedclust.coordinator.distillation import (
     MIN_PROTECTED_MEMBERS,
     FedDistillResult,
     run_fed_distill,
     sum_contributions,
 )
-from coordinator.remote import RemoteParticipant
-from coordinator.secure_sum import Summation
-from protocol import distillation as dist
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.messages import DistillParams, JobCreate, ResultDocument
+from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol import distillation as dist
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.messages import DistillParams, JobCreate, ResultDocument
 
 __all__ = ["RemoteDistiller", "distill_result_document", "run_distill_job"]
 

@@ -37,10 +37,10 @@ from typing import Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from coordinator._rounds import MIN_PROTECTED_MEMBERS, Gatherer
-from protocol import distillation as dist
-from protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
-from protocol.errors import ProtocolError
+from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, Gatherer
+from fedclust.protocol import distillation as dist
+from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
+from fedclust.protocol.errors import ProtocolError
 
 __all__ = [
     "MIN_PROTECTED_MEMBERS",

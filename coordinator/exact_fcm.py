@@ -30,17 +30,17 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from coordinator._rounds import Gatherer, RoundLog, resolve_init
-from coordinator.result import FederatedResult, RoundRecord, StopReason
-from coordinator.secure_sum import Summation
-from protocol import messages as msg
-from protocol._validation import (
+from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
+from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import (
     check_float,
     check_fuzzifier,
     check_int,
     rng_from,
 )
-from protocol.exact_fcm import FCMSums, combine_sums
+from fedclust.protocol.exact_fcm import FCMSums, combine_sums
 
 __all__ = ["ExactFCMParticipant", "run_exact_fcm"]
 

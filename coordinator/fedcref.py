@@ -35,10 +35,10 @@ from typing import Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator._rounds import MIN_PROTECTED_MEMBERS, gather_required
-from protocol._validation import FloatArray, check_float, check_int, rng_from
-from protocol.errors import ProtocolError
-from protocol.fedcref import (
+from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, gather_required
+from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
+from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.fedcref import (
     AutoencoderSpec,
     ClusterRef,
     FedCRefEvaluation,

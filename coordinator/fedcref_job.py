@@ -23,19 +23,19 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from coordinator.fedcref import (
+from fedclust.coordinator.fedcref import (
     MIN_PROTECTED_MEMBERS,
     FedAvgRequest,
     FedCRefResult,
     run_fedcref,
     sum_contributions,
 )
-from coordinator.remote import RemoteParticipant
-from coordinator.secure_sum import Summation
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.fedcref import AutoencoderSpec, ClusterRef
-from protocol.messages import FedCRefParams, JobCreate, ResultDocument
+from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.fedcref import AutoencoderSpec, ClusterRef
+from fedclust.protocol.messages import FedCRefParams, JobCreate, ResultDocument
 
 __all__ = ["RemoteFedCRef", "fedcref_result_document", "run_fedcref_job"]
 

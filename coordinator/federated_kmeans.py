@@ -33,14 +33,14 @@ from typing import Protocol
 
 import numpy as np
 
-from coordinator._rounds import Gatherer, RoundLog
-from coordinator.center_kmeans import FederatedCenters
-from coordinator.result import FederatedResult, RoundRecord, StopReason
-from coordinator.secure_sum import Summation
-from protocol._validation import FloatArray, check_float, check_int, rng_from
-from protocol.center_kmeans import center_kmeans
-from protocol.federated_kmeans import match_order
-from protocol.kfed import combine_kfed
+from fedclust.coordinator._rounds import Gatherer, RoundLog
+from fedclust.coordinator.center_kmeans import FederatedCenters
+from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
+from fedclust.protocol.center_kmeans import center_kmeans
+from fedclust.protocol.federated_kmeans import match_order
+from fedclust.protocol.kfed import combine_kfed
 
 __all__ = ["FKMParticipant", "KFedParticipant", "run_federated_kmeans", "run_kfed"]
 

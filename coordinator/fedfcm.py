@@ -48,19 +48,19 @@ from typing import Literal, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from coordinator._rounds import Gatherer, RoundLog, resolve_init
-from coordinator.center_kmeans import FederatedCenters
-from coordinator.result import FederatedResult, RoundRecord, StopReason
-from coordinator.secure_sum import Summation
-from protocol._validation import (
+from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
+from fedclust.coordinator.center_kmeans import FederatedCenters
+from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol._validation import (
     FloatArray,
     check_float,
     check_fuzzifier,
     check_int,
     rng_from,
 )
-from protocol.center_kmeans import center_kmeans
-from protocol.fedfcm import LocalCenters, combine_federated_average
+from fedclust.protocol.center_kmeans import center_kmeans
+from fedclust.protocol.fedfcm import LocalCenters, combine_federated_average
 
 __all__ = ["FedFCMParticipant", "run_fedfcm"]
 

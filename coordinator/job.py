@@ -22,16 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from coordinator._rounds import gather_required
-from coordinator.declarations import declare_job
-from coordinator.result import ProgressCallback
-from coordinator.secure_sum import JobSummation
-from coordinator.standardise import standardise_federation
-from coordinator.sweep import SweepResult, run_sweep
-from protocol import choose_k, validity
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
+from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator.declarations import declare_job
+from fedclust.coordinator.result import ProgressCallback
+from fedclust.coordinator.secure_sum import JobSummation
+from fedclust.coordinator.standardise import standardise_federation
+from fedclust.coordinator.sweep import SweepResult, run_sweep
+from fedclust.protocol import choose_k, validity
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 
 __all__ = ["JobOutcome", "result_document", "run_job"]
 

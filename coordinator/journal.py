@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import threading
 
-from coordinator.db import Batch, Database, TaskRecord
-from protocol.messages import JobProgress
+from fedclust.coordinator.db import Batch, Database, TaskRecord
+from fedclust.protocol.messages import JobProgress
 
 __all__ = ["Journal"]
 

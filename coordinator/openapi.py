@@ -1,11 +1,11 @@
-"""Print the coordinator's OpenAPI document: ``python -m coordinator.openapi > FILE``."""
+"""Print the coordinator's OpenAPI document: ``python -m fedclust.coordinator.openapi > FILE``."""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from coordinator.app import openapi_document
+from fedclust.coordinator.app import openapi_document
 
 
 def render() -> str:

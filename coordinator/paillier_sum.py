@@ -29,11 +29,11 @@ from typing import Any, Protocol, TypeVar
 
 from phe.paillier import PaillierPublicKey
 
-from coordinator.secure_sum import CohortSums, total_reply
-from crypto.paillier import EncryptedVector, SlotSpec, add
-from protocol import messages as msg
-from protocol.errors import ProtocolError, RefusedError
-from protocol.secure_wire import public_key_of
+from fedclust.coordinator.secure_sum import CohortSums, total_reply
+from fedclust.crypto.paillier import EncryptedVector, SlotSpec, add
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.secure_wire import public_key_of
 
 __all__ = ["JobKeyHolder", "KeyHolder", "PaillierSummation"]
 

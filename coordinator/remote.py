@@ -14,15 +14,15 @@ from typing import Protocol, TypeVar
 
 from numpy.typing import ArrayLike
 
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.center_kmeans import CenterScatter, CenterSums
-from protocol.declaration import Declaration
-from protocol.errors import ProtocolError
-from protocol.exact_fcm import FCMSums
-from protocol.fedfcm import LocalCenters
-from protocol.standardise import MomentSums
-from protocol.validity import FuzzyDBSums, SilhouetteSums
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.center_kmeans import CenterScatter, CenterSums
+from fedclust.protocol.declaration import Declaration
+from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.exact_fcm import FCMSums
+from fedclust.protocol.fedfcm import LocalCenters
+from fedclust.protocol.standardise import MomentSums
+from fedclust.protocol.validity import FuzzyDBSums, SilhouetteSums
 
 R = TypeVar("R")
 

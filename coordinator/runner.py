@@ -14,20 +14,25 @@ import base64
 import logging
 import threading
 
-from coordinator.broker import Broker, BrokerClosedError, JobCancelledError, TaskTimeoutError
-from coordinator.counting_client import CountingClient, CountingError
-from coordinator.db import Database
-from coordinator.declarations import declare_job
-from coordinator.distill_job import distill_result_document, run_distill_job
-from coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
-from coordinator.job import result_document, run_job
-from coordinator.paillier_sum import JobKeyHolder, PaillierSummation
-from coordinator.remote import RemoteParticipant
-from coordinator.result import RoundRecord
-from coordinator.secure_sum import JobSummation, MaskedSummation
-from crypto.masking import IntegrityError
-from protocol.errors import ProtocolError, RefusedError
-from protocol.messages import JobCreate, ResultDocument
+from fedclust.coordinator.broker import (
+    Broker,
+    BrokerClosedError,
+    JobCancelledError,
+    TaskTimeoutError,
+)
+from fedclust.coordinator.counting_client import CountingClient, CountingError
+from fedclust.coordinator.db import Database
+from fedclust.coordinator.declarations import declare_job
+from fedclust.coordinator.distill_job import distill_result_document, run_distill_job
+from fedclust.coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
+from fedclust.coordinator.job import result_document, run_job
+from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
+from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.coordinator.result import RoundRecord
+from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.crypto.masking import IntegrityError
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.messages import JobCreate, ResultDocument
 
 __all__ = ["JobRunner"]
 

@@ -48,12 +48,12 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from crypto.fixedpoint import Statistic, decode
-from crypto.graph import GraphParameters, graph_parameters
-from crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
-from protocol import messages as msg
-from protocol.errors import ProtocolError, RefusedError, UnavailableError
-from protocol.secure_wire import (
+from fedclust.crypto.fixedpoint import Statistic, decode
+from fedclust.crypto.graph import GraphParameters, graph_parameters
+from fedclust.crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
+from fedclust.protocol.secure_wire import (
     b64,
     encrypted_share,
     raw,

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crypto.tokens import check_sha256_hex
-from fedclust.config_files import read_toml, resolve_sqlite_url
+from fedclust.crypto.tokens import check_sha256_hex
+from fedclust.protocol.config_toml import read_toml, resolve_sqlite_url
 
 __all__ = [
     "AnalystCredential",

@@ -14,11 +14,11 @@ from typing import Protocol
 
 from numpy.typing import ArrayLike
 
-from coordinator._rounds import gather_required
-from coordinator.secure_sum import Summation
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.standardise import MomentSums, combine_moments
+from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.standardise import MomentSums, combine_moments
 
 __all__ = ["StandardisingParticipant", "moment_sums", "standardise_federation"]
 

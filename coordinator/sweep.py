@@ -16,17 +16,17 @@ from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
-from coordinator._rounds import gather_required
-from coordinator.exact_fcm import run_exact_fcm
-from coordinator.federated_kmeans import run_federated_kmeans, run_kfed
-from coordinator.fedfcm import run_fedfcm
-from coordinator.result import FederatedResult, ProgressCallback, RoundRecord
-from coordinator.secure_sum import Summation
-from coordinator.standardise import moment_sums
-from protocol import choose_k, standardise, validity
-from protocol import messages as msg
-from protocol._validation import FloatArray, check_int, rng_from
-from protocol.messages import Algorithm
+from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator.exact_fcm import run_exact_fcm
+from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
+from fedclust.coordinator.fedfcm import run_fedfcm
+from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord
+from fedclust.coordinator.secure_sum import Summation
+from fedclust.coordinator.standardise import moment_sums
+from fedclust.protocol import choose_k, standardise, validity
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray, check_int, rng_from
+from fedclust.protocol.messages import Algorithm
 
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 _FUZZY_INIT: frozenset[str] = frozenset({"ffcm", "fedfcm", "fedfcm-avg"})

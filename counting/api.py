@@ -34,7 +34,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, 
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
-from counting.db import (
+from fedclust.counting.db import (
     AlreadyReportedError,
     CountingStore,
     IncompleteJobError,
@@ -43,19 +43,19 @@ from counting.db import (
     RosterConflictError,
     UnknownJobError,
 )
-from counting.keyholder import (
+from fedclust.counting.keyholder import (
     KeyHolderError,
     PaillierKeyHolder,
 )
-from counting.keyholder import (
+from fedclust.counting.keyholder import (
     NotOnRosterError as PaillierNotOnRosterError,
 )
-from counting.keyholder import (
+from fedclust.counting.keyholder import (
     UnknownJobError as PaillierUnknownJobError,
 )
-from counting.settings import CountingSettings
-from crypto.tokens import identify
-from protocol.messages import (
+from fedclust.counting.settings import CountingSettings
+from fedclust.crypto.tokens import identify
+from fedclust.protocol.messages import (
     CountReport,
     CountRoster,
     CountTotal,

@@ -14,12 +14,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from counting.api import router
-from counting.db import CountingStore
-from counting.keyholder import PaillierKeyHolder
-from counting.settings import CountingSettings
-from fedclust.asgi import BodySizeLimit
-from protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
+from fedclust.counting.api import router
+from fedclust.counting.db import CountingStore
+from fedclust.counting.keyholder import PaillierKeyHolder
+from fedclust.counting.settings import CountingSettings
+from fedclust.protocol.body_limit import BodySizeLimit
+from fedclust.protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
 
 __all__ = ["API_PREFIX", "create_app"]
 

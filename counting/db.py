@@ -44,13 +44,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
 
-from counting.keyholder import (
+from fedclust.counting.keyholder import (
     DecryptionRefusedError,
     RoundClosedError,
     closed_message,
     mismatch_message,
 )
-from counting.release_guard import release_would_expose
+from fedclust.counting.release_guard import release_would_expose
 
 __all__ = [
     "AlreadyReportedError",

@@ -32,17 +32,17 @@ from typing import Protocol
 
 from phe.paillier import PaillierPrivateKey, PaillierPublicKey
 
-from crypto.paillier import (
+from fedclust.crypto.paillier import (
     MIN_COHORT,
     EncryptedVector,
     PaillierKeyPair,
     decrypt_sum,
     key_fingerprint,
 )
-from protocol import messages as msg
-from protocol._validation import check_int
-from protocol.errors import ProtocolError, RefusedError
-from protocol.secure_wire import paillier_key_message
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import check_int
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.secure_wire import paillier_key_message
 
 __all__ = [
     "DecryptionRefusedError",

@@ -1,4 +1,4 @@
-"""Export the counting service's OpenAPI document: ``python -m counting.openapi``.
+"""Export the counting service's OpenAPI document: ``python -m fedclust.counting.openapi``.
 
 The document is written to ``deploy/openapi/counting.json`` (or ``--output FILE``);
 ``--check`` exits 1 when the file differs from the live app's document instead of writing.
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from counting.app import create_app
-from counting.settings import CountingSettings
+from fedclust.counting.app import create_app
+from fedclust.counting.settings import CountingSettings
 
 __all__ = ["DEFAULT_PATH", "main", "openapi_document", "render"]
 
@@ -41,7 +41,8 @@ def render(document: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m counting.openapi", description="Export the counting service's OpenAPI."
+        prog="python -m fedclust.counting.openapi",
+        description="Export the counting service's OpenAPI.",
     )
     parser.add_argument("--output", type=Path, default=DEFAULT_PATH, help="file to write")
     parser.add_argument(
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             current = None
         if current != document:
-            print(f"{out} is out of date; run python -m counting.openapi", file=sys.stderr)
+            print(f"{out} is out of date; run python -m fedclust.counting.openapi", file=sys.stderr)
             return 1
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,8 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from crypto.tokens import check_sha256_hex
-from fedclust.config_files import only_keys, read_toml, resolve_sqlite_url
+from fedclust.crypto.tokens import check_sha256_hex
+from fedclust.protocol.config_toml import only_keys, read_toml, resolve_sqlite_url
 
 __all__ = ["CountingSettings", "ParticipantCredential"]
 

@@ -29,8 +29,8 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from protocol._validation import check_float, check_int
-from protocol.errors import ProtocolError
+from fedclust.protocol._validation import check_float, check_int
+from fedclust.protocol.errors import ProtocolError
 
 __all__ = ["BoundError", "Statistic", "add", "check_aggregate", "decode", "encode"]
 

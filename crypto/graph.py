@@ -41,7 +41,7 @@ from functools import cached_property
 import numpy as np
 from scipy.stats import binom
 
-from crypto import _prg
+from fedclust.crypto import _prg
 
 __all__ = ["GraphParameters", "MaskingGraph", "graph_parameters", "shared_graph"]
 

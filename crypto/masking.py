@@ -62,11 +62,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from numpy.typing import NDArray
 
-from crypto import _prg, shamir
-from crypto._prg import IntegrityError
-from crypto.graph import MaskingGraph, shared_graph
-from protocol._validation import check_int
-from protocol.errors import ProtocolError, RefusedError
+from fedclust.crypto import _prg, shamir
+from fedclust.crypto._prg import IntegrityError
+from fedclust.crypto.graph import MaskingGraph, shared_graph
+from fedclust.protocol._validation import check_int
+from fedclust.protocol.errors import ProtocolError, RefusedError
 
 __all__ = [
     "EncryptedShare",

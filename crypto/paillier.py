@@ -53,9 +53,9 @@ from phe import paillier
 from phe.paillier import PaillierPrivateKey as PrivateKey
 from phe.paillier import PaillierPublicKey as PublicKey
 
-from crypto.fixedpoint import to_fixed
-from protocol._validation import check_float, check_int
-from protocol.errors import ProtocolError, RefusedError
+from fedclust.crypto.fixedpoint import to_fixed
+from fedclust.protocol._validation import check_float, check_int
+from fedclust.protocol.errors import ProtocolError, RefusedError
 
 __all__ = [
     "MIN_COHORT",

@@ -30,7 +30,6 @@ import httpx
 import numpy as np
 from pydantic import ValidationError
 
-from coordinator.sweep import ALGORITHMS, PLAIN_ONLY
 from fedclust.client import (
     AnalystClient,
     AnalystConfig,
@@ -38,12 +37,11 @@ from fedclust.client import (
     ProgressLine,
     format_progress,
 )
+from fedclust.coordinator.sweep import ALGORITHMS, PLAIN_ONLY
 from fedclust.data.federations import SYNTHETIC, build_federation
 from fedclust.deep_simulate import DEEP_ALGORITHMS
-from fedclust.report import format_result
-from fedclust.simulate import job_spec, simulate
-from protocol.errors import ProtocolError, RefusedError
-from protocol.messages import (
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.messages import (
     DisclosureLedger,
     DistillParams,
     FedCRefParams,
@@ -51,6 +49,8 @@ from protocol.messages import (
     JobPublic,
     WireArray,
 )
+from fedclust.report import format_result
+from fedclust.simulate import job_spec, simulate
 
 PROTECTION_CHOICES = ("masking", "paillier", "none")
 PROTECTION_HELP = (
@@ -536,7 +536,7 @@ def _add_audit_parser(sub: Any) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from participant.audit import format_summary, show, verify
+    from fedclust.participant.audit import format_summary, show, verify
 
     if args.action == "verify":
         report = verify(args.log)
@@ -649,8 +649,8 @@ def _log_to_stderr() -> None:
 def _coordinator(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from coordinator.app import create_app
-    from coordinator.settings import CoordinatorSettings
+    from fedclust.coordinator.app import create_app
+    from fedclust.coordinator.settings import CoordinatorSettings
 
     settings = CoordinatorSettings.from_file(args.config)
     _log_to_stderr()
@@ -678,8 +678,8 @@ def _coordinator(args: argparse.Namespace) -> int:
 def _counter(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from counting.app import create_app
-    from counting.settings import CountingSettings
+    from fedclust.counting.app import create_app
+    from fedclust.counting.settings import CountingSettings
 
     settings = CountingSettings.from_file(args.config)
     _log_to_stderr()
@@ -691,10 +691,10 @@ def _counter(args: argparse.Namespace) -> int:
 
 
 def _participant(args: argparse.Namespace) -> int:
-    from participant.agent import run_agent
-    from participant.config import ParticipantConfig
-    from participant.secure import load_identity
-    from protocol.secure_wire import b64
+    from fedclust.participant.agent import run_agent
+    from fedclust.participant.config import ParticipantConfig
+    from fedclust.participant.secure import load_identity
+    from fedclust.protocol.secure_wire import b64
 
     config = ParticipantConfig.from_file(args.config)
     if args.action == "identity":

@@ -19,7 +19,7 @@ from typing import Any, Final, TextIO
 import httpx
 from pydantic import TypeAdapter
 
-from protocol.messages import (
+from fedclust.protocol.messages import (
     DisclosureLedger,
     JobCreate,
     JobPublic,

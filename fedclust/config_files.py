@@ -16,16 +16,12 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
-from crypto.tokens import new_token, token_sha256
+from fedclust.crypto.tokens import new_token, token_sha256
 
 __all__ = [
     "Credential",
@@ -37,8 +33,6 @@ __all__ = [
     "dumps",
     "new_credential",
     "participant_config",
-    "read_toml",
-    "resolve_sqlite_url",
     "token_sha256",
     "write_federation",
     "write_toml",
@@ -136,49 +130,6 @@ def write_toml(path: str | os.PathLike[str], document: Document, *, private: boo
     else:
         target.write_text(text, encoding="utf-8")
     return target
-
-
-# -- reading ----------------------------------------------------------------------------------
-def read_toml(path: str | os.PathLike[str], *, what: str) -> tuple[dict[str, Any], Path]:
-    """The parsed TOML file and the folder relative paths in it resolve against.
-
-    Raises:
-        ValueError: the file is missing or not TOML; the message starts with its path and
-            names ``what`` it should be (e.g. "the coordinator's config file").
-    """
-    file = Path(path)
-    try:
-        with file.open("rb") as fh:
-            doc = tomllib.load(fh)
-    except FileNotFoundError:
-        raise ValueError(f"{file}: {what} is missing.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{file}: not valid TOML ({exc}).") from None
-    return doc, file.resolve().parent
-
-
-def only_keys(table: Mapping[str, Any], allowed: set[str], *, where: str) -> None:
-    """Refuse keys outside ``allowed`` in a config table, naming them and the expected ones."""
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ValueError(
-            f"unknown key(s) {', '.join(repr(k) for k in unknown)} in {where}; "
-            f"expected: {', '.join(sorted(allowed))}."
-        )
-
-
-def resolve_sqlite_url(url: str, base: Path) -> str:
-    """Make the file of a ``sqlite:///relative.db`` URL relative to ``base``; others unchanged."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:
-        raise ValueError("database_url is not a valid SQLAlchemy URL.") from exc
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return url
-    if database.startswith("file:") or Path(database).is_absolute():
-        return url
-    return parsed.set(database=str(base / database)).render_as_string(hide_password=False)
 
 
 # -- credentials ------------------------------------------------------------------------------

@@ -42,15 +42,15 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from coordinator._rounds import MIN_PROTECTED_MEMBERS
-from crypto.fixedpoint import SIGNED_LIMIT_BITS, Statistic, decode, encode
-from crypto.graph import graph_parameters
-from crypto.masking import IdentityKey, JobConfig, MaskingClient, MaskingServer
-from protocol._validation import check_float, check_int
+from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS
+from fedclust.crypto.fixedpoint import SIGNED_LIMIT_BITS, Statistic, decode, encode
+from fedclust.crypto.graph import graph_parameters
+from fedclust.crypto.masking import IdentityKey, JobConfig, MaskingClient, MaskingServer
+from fedclust.protocol._validation import check_float, check_int
 
 if TYPE_CHECKING:
-    from participant.deep.distill_local import DistillParticipant
-    from participant.deep.fedcref_local import FedCRefLocal
+    from fedclust.participant.deep.distill_local import DistillParticipant
+    from fedclust.participant.deep.fedcref_local import FedCRefLocal
 
 __all__ = [
     "DEEP_ALGORITHMS",
@@ -207,8 +207,8 @@ def distill_federation(
     seed: int,
 ) -> DistillFederation:
     """The Yang & Tae set-up (module docstring); rows are disjoint between all parties."""
-    from participant.deep.classifier import ClassifierSpec
-    from participant.deep.distill_local import DistillParticipant
+    from fedclust.participant.deep.classifier import ClassifierSpec
+    from fedclust.participant.deep.distill_local import DistillParticipant
 
     owner = "distill_federation"
     groups = check_int(groups, name="groups", owner=owner, low=1)
@@ -281,8 +281,8 @@ def fedcref_federation(
     ``samples_per_class`` disjoint rows per class; ``initial`` is the initial clustering
     (``"kmeans"`` chooses K_i by silhouette); ``local_epochs`` of local training (early
     stopping; the paper's 20)."""
-    from participant.deep.autoencoder import TrainConfig
-    from participant.deep.fedcref_local import FedCRefLocal
+    from fedclust.participant.deep.autoencoder import TrainConfig
+    from fedclust.participant.deep.fedcref_local import FedCRefLocal
 
     owner = "fedcref_federation"
     clients = check_int(clients, name="clients", owner=owner, low=2)
@@ -514,8 +514,8 @@ def simulate_fed_distill(
     ``distill_epochs`` None = 30 on digits (MLP classifier), 50 (the paper's) on MNIST (CNN).
     """
     require_torch()
-    from coordinator.distillation import run_fed_distill
-    from protocol.distillation import COUNT, SOFT_SUM, grouping_ari
+    from fedclust.coordinator.distillation import run_fed_distill
+    from fedclust.protocol.distillation import COUNT, SOFT_SUM, grouping_ari
 
     t0 = time.perf_counter()
     data = load_dataset(dataset)
@@ -602,10 +602,10 @@ def simulate_fedcref(
     the largest participant's row count, and ``n`` <= that row count.
     """
     require_torch()
-    from coordinator.fedcref import run_fedcref
-    from participant.deep.fedcref_local import label_evaluator
-    from protocol.distillation import grouping_ari
-    from protocol.fedcref import ClusterRef, Grouping
+    from fedclust.coordinator.fedcref import run_fedcref
+    from fedclust.participant.deep.fedcref_local import label_evaluator
+    from fedclust.protocol.distillation import grouping_ari
+    from fedclust.protocol.fedcref import ClusterRef, Grouping
 
     t0 = time.perf_counter()
     theta = theta if theta is not None else (DIGITS_THETA if dataset == "digits" else 0.2)

@@ -34,8 +34,8 @@ import numpy as np
 from fedclust.client import AnalystClient, AnalystConfig, ProgressLine
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.data import synthetic
+from fedclust.protocol.messages import JobCreate, JobPublic, ProtectionScheme, ResultDocument
 from fedclust.report import format_result
-from protocol.messages import JobCreate, JobPublic, ProtectionScheme, ResultDocument
 
 __all__ = ["DEMO_PARTICIPANTS", "Demo", "free_port", "run_demo"]
 

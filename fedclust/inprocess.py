@@ -18,17 +18,17 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
-from coordinator.app import create_app as create_coordinator
-from coordinator.settings import CoordinatorSettings
-from counting.app import create_app as create_counting
-from counting.settings import CountingSettings
 from fedclust.asgi import InProcessApp
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import write_federation
+from fedclust.coordinator.app import create_app as create_coordinator
+from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.settings import CountingSettings
 from fedclust.data.federations import Federation
-from participant.agent import run_agent
-from participant.config import ParticipantConfig
-from protocol.messages import JobCreate, JobPublic, ResultDocument
+from fedclust.participant.agent import run_agent
+from fedclust.participant.config import ParticipantConfig
+from fedclust.protocol.messages import JobCreate, JobPublic, ResultDocument
 
 __all__ = ["run_in_process"]
 

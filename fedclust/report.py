@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.messages import ResultDocument
+from fedclust.protocol.messages import ResultDocument
 
 
 def format_result(doc: ResultDocument, *, title: str) -> str:

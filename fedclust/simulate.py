@@ -14,20 +14,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-from coordinator.job import JobOutcome, result_document, run_job
-from coordinator.paillier_sum import JobKeyHolder, PaillierSummation
-from coordinator.secure_sum import JobSummation, MaskedSummation
-from coordinator.sweep import SweepResult
-from counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
-from crypto.masking import IdentityKey
+from fedclust.coordinator.job import JobOutcome, result_document, run_job
+from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
+from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.coordinator.sweep import SweepResult
+from fedclust.counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
+from fedclust.crypto.masking import IdentityKey
 from fedclust.data.federations import Federation
-from participant.dispatch import SecureStages
-from participant.local import LocalParticipant
-from participant.paillier_input import PaillierSession
-from participant.secure import PeerPins, SecureMember, SecureSession
-from protocol import metrics
-from protocol._validation import check_int
-from protocol.messages import Algorithm, JobCreate, ProtectionScheme, ResultDocument
+from fedclust.participant.dispatch import SecureStages
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.paillier_input import PaillierSession
+from fedclust.participant.secure import PeerPins, SecureMember, SecureSession
+from fedclust.protocol import metrics
+from fedclust.protocol._validation import check_int
+from fedclust.protocol.messages import Algorithm, JobCreate, ProtectionScheme, ResultDocument
 
 SIMULATION_JOB_ID = "simulation"
 

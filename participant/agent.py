@@ -55,21 +55,21 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
-from crypto.masking import IdentityKey
-from participant.audit import AuditLog, Recipient
-from participant.config import ParticipantConfig
-from participant.dispatch import SecureStages, execute
-from participant.local import LocalParticipant
-from participant.model_tasks import ModelTasks
-from participant.paillier_input import PaillierSession
-from participant.rosters import RosterBook
-from participant.secure import PeerPins, SecureSession, load_identity
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.blobs import BLOB_KEY, digest, inline
-from protocol.errors import RefusedError
-from protocol.rows import as_rows
-from protocol.secure_wire import b64
+from fedclust.crypto.masking import IdentityKey
+from fedclust.participant.audit import AuditLog, Recipient
+from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.dispatch import SecureStages, execute
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.model_tasks import ModelTasks
+from fedclust.participant.paillier_input import PaillierSession
+from fedclust.participant.rosters import RosterBook
+from fedclust.participant.secure import PeerPins, SecureSession, load_identity
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.blobs import BLOB_KEY, digest, inline
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.rows import as_rows
+from fedclust.protocol.secure_wire import b64
 
 __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
 

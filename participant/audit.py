@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from protocol.messages import field_protection, wire_fields
+from fedclust.protocol.messages import field_protection, wire_fields
 
 __all__ = [
     "GENESIS",

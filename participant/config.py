@@ -56,10 +56,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedclust.config_files import only_keys, read_toml
-from participant.policy import ALGORITHMS, ROSTER_RULES, Policy
-from protocol._validation import FloatArray, check_data
-from protocol.declaration import is_power_of_two
+from fedclust.participant.policy import ALGORITHMS, ROSTER_RULES, Policy
+from fedclust.protocol._validation import FloatArray, check_data
+from fedclust.protocol.config_toml import only_keys, read_toml
+from fedclust.protocol.declaration import is_power_of_two
 
 __all__ = ["DataSource", "ParticipantConfig", "load_data"]
 

@@ -21,8 +21,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from protocol._validation import FloatArray
-from protocol.rows import (
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.rows import (
     BLOCK_ROWS,
     DEFAULT_BUDGET_BYTES,
     Block,

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-from crypto.fixedpoint import BoundError
-from participant.local import LocalParticipant
-from participant.model_tasks import MODEL_TASKS
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.errors import RefusedError
+from fedclust.crypto.fixedpoint import BoundError
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.model_tasks import MODEL_TASKS
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.errors import RefusedError
 
 log = logging.getLogger("fedclust.participant")
 

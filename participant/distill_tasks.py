@@ -18,11 +18,11 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from participant.model_store import load_arrays, save_arrays
-from protocol import distillation as dist
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.errors import RefusedError
+from fedclust.participant.model_store import load_arrays, save_arrays
+from fedclust.protocol import distillation as dist
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.errors import RefusedError
 
 __all__ = ["DISTILL_TASKS", "DistillTasks"]
 
@@ -90,8 +90,8 @@ class DistillTasks:
                 "'fed-distill'."
             )
         try:
-            from participant.deep.classifier import ClassifierSpec
-            from participant.deep.distill_local import DistillParticipant
+            from fedclust.participant.deep.classifier import ClassifierSpec
+            from fedclust.participant.deep.distill_local import DistillParticipant
         except ImportError:
             raise RefusedError(
                 f"participant {self._name!r} cannot train classifiers: PyTorch is not "

@@ -19,10 +19,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from participant.model_store import load_arrays, save_arrays
-from protocol import messages as msg
-from protocol._validation import FloatArray
-from protocol.errors import ProtocolError, RefusedError
+from fedclust.participant.model_store import load_arrays, save_arrays
+from fedclust.protocol import messages as msg
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.errors import ProtocolError, RefusedError
 
 __all__ = ["FEDCREF_TASKS", "FedCRefTasks"]
 
@@ -113,9 +113,9 @@ class FedCRefTasks:
     ) -> tuple[Any, Any]:
         """A FedCRefLocal over the rows and its architecture (refused without torch)."""
         try:
-            from participant.deep.autoencoder import TrainConfig
-            from participant.deep.fedcref_local import FedCRefLocal
-            from protocol.fedcref import AutoencoderSpec
+            from fedclust.participant.deep.autoencoder import TrainConfig
+            from fedclust.participant.deep.fedcref_local import FedCRefLocal
+            from fedclust.protocol.fedcref import AutoencoderSpec
         except ImportError:
             raise RefusedError(
                 f"participant {self._name!r} cannot train autoencoders: PyTorch is not "

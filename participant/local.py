@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from participant.policy import Policy
-from protocol import (
+from fedclust.participant.policy import Policy
+from fedclust.protocol import (
     center_kmeans,
     choose_k,
     exact_fcm,
@@ -30,11 +30,11 @@ from protocol import (
     standardise,
     validity,
 )
-from protocol._fuzzy import nearest
-from protocol._validation import FloatArray, check_centers
-from protocol.declaration import Declaration
-from protocol.errors import RefusedError
-from protocol.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
+from fedclust.protocol._fuzzy import nearest
+from fedclust.protocol._validation import FloatArray, check_centers
+from fedclust.protocol.declaration import Declaration
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
 
 
 class LocalParticipant:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from protocol.errors import RefusedError
+from fedclust.protocol.errors import RefusedError
 
 __all__ = ["load_arrays", "save_arrays"]
 

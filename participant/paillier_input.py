@@ -26,13 +26,13 @@ from collections.abc import Callable
 
 from phe.paillier import PaillierPublicKey
 
-from crypto.fixedpoint import BoundError
-from crypto.paillier import SlotSpec, encrypt_vector
-from participant import dispatch
-from participant.local import LocalParticipant
-from protocol import messages as msg
-from protocol.errors import ProtocolError, RefusedError
-from protocol.secure_wire import public_key_of
+from fedclust.crypto.fixedpoint import BoundError
+from fedclust.crypto.paillier import SlotSpec, encrypt_vector
+from fedclust.participant import dispatch
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.secure_wire import public_key_of
 
 __all__ = ["PaillierSession"]
 

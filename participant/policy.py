@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from protocol._validation import FloatArray
-from protocol.declaration import Declaration, is_power_of_two, row_bucket, value_bucket
-from protocol.errors import RefusedError
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.declaration import Declaration, is_power_of_two, row_bucket, value_bucket
+from fedclust.protocol.errors import RefusedError
 
 ALGORITHMS = frozenset({"ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"})
 

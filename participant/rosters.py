@@ -21,8 +21,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from participant.policy import Policy, roster_text
-from protocol.errors import RefusedError
+from fedclust.participant.policy import Policy, roster_text
+from fedclust.protocol.errors import RefusedError
 
 __all__ = ["RosterBook"]
 

@@ -33,20 +33,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crypto.fixedpoint import BoundError, Statistic, encode
-from crypto.masking import (
+from fedclust.crypto.fixedpoint import BoundError, Statistic, encode
+from fedclust.crypto.masking import (
     IdentityKey,
     IntegrityError,
     JobConfig,
     MaskingClient,
     UnmaskRequest,
 )
-from participant import dispatch
-from participant.dispatch import StageHandler
-from participant.local import LocalParticipant
-from protocol import messages as msg
-from protocol.errors import ProtocolError, RefusedError
-from protocol.secure_wire import (
+from fedclust.participant import dispatch
+from fedclust.participant.dispatch import StageHandler
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.secure_wire import (
     b64,
     encrypted_share,
     raw,

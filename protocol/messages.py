@@ -29,13 +29,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocol.center_kmeans import CenterScatter, CenterSums
-from protocol.declaration import Declaration
-from protocol.errors import ProtocolError, RefusedError
-from protocol.exact_fcm import FCMSums
-from protocol.fedfcm import LocalCenters
-from protocol.standardise import MomentSums
-from protocol.validity import FuzzyDBSums, SilhouetteSums
+from fedclust.protocol.center_kmeans import CenterScatter, CenterSums
+from fedclust.protocol.declaration import Declaration
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.exact_fcm import FCMSums
+from fedclust.protocol.fedfcm import LocalCenters
+from fedclust.protocol.standardise import MomentSums
+from fedclust.protocol.validity import FuzzyDBSums, SilhouetteSums
 
 PROTOCOL_VERSION: Final = 1
 MAX_ARRAY_ELEMENTS: Final = 10_000_000

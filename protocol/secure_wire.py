@@ -13,10 +13,10 @@ import binascii
 
 from phe.paillier import PaillierPublicKey
 
-from crypto.masking import EncryptedShare, KeyAdvert
-from crypto.paillier import key_fingerprint
-from protocol import messages as msg
-from protocol.errors import ProtocolError, RefusedError
+from fedclust.crypto.masking import EncryptedShare, KeyAdvert
+from fedclust.crypto.paillier import key_fingerprint
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import ProtocolError, RefusedError
 
 __all__ = [
     "b64", "encrypted_share", "paillier_key_message", "public_key_of", "raw", "sealed_share",

@@ -33,19 +33,19 @@ import pytest
 import uvicorn
 from numpy.typing import NDArray
 
-from coordinator.app import create_app as create_coordinator
-from coordinator.settings import CoordinatorSettings
-from counting.app import create_app as create_counting
-from counting.settings import CountingSettings
 from fedclust.cli import main
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles, write_federation
+from fedclust.coordinator.app import create_app as create_coordinator
+from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.settings import CountingSettings
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
+from fedclust.participant.agent import run_agent
+from fedclust.participant.config import ParticipantConfig
+from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 from fedclust.simulate import simulate
-from participant.agent import run_agent
-from participant.config import ParticipantConfig
-from protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 
 # Real servers: ~30 s for the whole file on 2 cores (in the default run).
 

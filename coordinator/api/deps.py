@@ -15,13 +15,13 @@ from typing import Annotated, Any, Final
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from coordinator.broker import Broker
-from coordinator.counting_client import CountingClient
-from coordinator.db import Database
-from coordinator.runner import JobRunner
-from coordinator.settings import CoordinatorSettings
-from crypto.tokens import token_sha256
-from protocol.messages import ErrorDetail
+from fedclust.coordinator.broker import Broker
+from fedclust.coordinator.counting_client import CountingClient
+from fedclust.coordinator.db import Database
+from fedclust.coordinator.runner import JobRunner
+from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.crypto.tokens import token_sha256
+from fedclust.protocol.messages import ErrorDetail
 
 __all__ = [
     "Analyst",

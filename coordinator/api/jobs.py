@@ -6,10 +6,10 @@ import secrets
 
 from fastapi import APIRouter, HTTPException, status
 
-from coordinator.api.deps import Analyst, ServicesDep, error_responses, unprocessable
-from coordinator.db import JobRecord
-from coordinator.disclosures import ledger
-from protocol.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
+from fedclust.coordinator.api.deps import Analyst, ServicesDep, error_responses, unprocessable
+from fedclust.coordinator.db import JobRecord
+from fedclust.coordinator.disclosures import ledger
+from fedclust.protocol.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
 
 __all__ = ["router"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from coordinator.api.deps import Analyst, CurrentParticipant, ServicesDep, error_responses
-from coordinator.db import ParticipantRecord
-from protocol.messages import Algorithm, Enrolment, ParticipantPublic
+from fedclust.coordinator.api.deps import Analyst, CurrentParticipant, ServicesDep, error_responses
+from fedclust.coordinator.db import ParticipantRecord
+from fedclust.protocol.messages import Algorithm, Enrolment, ParticipantPublic
 
 __all__ = ["router"]
 

@@ -12,15 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 
-from coordinator.api.deps import (
+from fedclust.coordinator.api.deps import (
     CurrentParticipant,
     Services,
     ServicesDep,
     error_responses,
     unprocessable,
 )
-from coordinator.broker import Broker, ContributionRejectedError
-from protocol.messages import Contribution, ContributionReceipt, Task
+from fedclust.coordinator.broker import Broker, ContributionRejectedError
+from fedclust.protocol.messages import Contribution, ContributionReceipt, Task
 
 __all__ = ["router"]
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from numpy.typing import NDArray
 
-from protocol._validation import FloatArray
+from fedclust.protocol._validation import FloatArray
 
 __all__ = [
     "BUILTIN_NAMES",

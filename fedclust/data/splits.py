@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
+from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
 
 __all__ = ["Part", "split_by_groups", "split_dirichlet", "split_iid", "split_uniform"]
 

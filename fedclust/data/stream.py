@@ -24,8 +24,8 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from fedclust.data.loaders import csv_layout
-from protocol._validation import FloatArray
-from protocol.rows import DEFAULT_BUDGET_BYTES, ChunkedRows, chunk_rows
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.rows import DEFAULT_BUDGET_BYTES, ChunkedRows, chunk_rows
 
 __all__ = ["csv_rows", "parquet_rows"]
 

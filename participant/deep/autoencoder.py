@@ -20,8 +20,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from protocol._validation import FloatArray, check_float, check_int, rng_from
-from protocol.fedcref import AutoencoderSpec
+from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
+from fedclust.protocol.fedcref import AutoencoderSpec
 
 __all__ = [
     "TrainConfig",

@@ -32,7 +32,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
-from participant.deep.classifier import (
+from fedclust.participant.deep.classifier import (
     ClassifierSpec,
     accuracy,
     build_classifier,
@@ -40,8 +40,8 @@ from participant.deep.classifier import (
     predict_proba,
     train_supervised,
 )
-from protocol import distillation
-from protocol._validation import FloatArray, check_data, check_float, check_int
+from fedclust.protocol import distillation
+from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int
 
 __all__ = ["DistillParticipant"]
 

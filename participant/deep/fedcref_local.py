@@ -36,10 +36,10 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 
-from participant.deep import autoencoder as ae
-from protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
-from protocol.errors import ProtocolError, RefusedError
-from protocol.fedcref import (
+from fedclust.participant.deep import autoencoder as ae
+from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.fedcref import (
     AutoencoderSpec,
     ClusterRef,
     FedCRefEvaluation,
@@ -51,7 +51,7 @@ from protocol.fedcref import (
     greedy_refinement,
     participant_fedavg_contribution,
 )
-from protocol.metrics import clustering_accuracy
+from fedclust.protocol.metrics import clustering_accuracy
 
 __all__ = ["COMMON_INIT_SEED", "FedCRefLocal", "label_evaluator"]
 

@@ -22,16 +22,20 @@ import numpy as np
 from fastapi.testclient import TestClient
 from numpy.typing import NDArray
 
-from coordinator.app import create_app
-from coordinator.settings import AnalystCredential, CoordinatorSettings, ParticipantCredential
-from crypto.tokens import token_sha256
+from fedclust.coordinator.app import create_app
+from fedclust.coordinator.settings import (
+    AnalystCredential,
+    CoordinatorSettings,
+    ParticipantCredential,
+)
+from fedclust.crypto.tokens import token_sha256
 from fedclust.data.federations import Federation as DataFederation
+from fedclust.participant.dispatch import execute
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.policy import Policy
+from fedclust.protocol import messages as msg
+from fedclust.protocol.messages import ResultDocument
 from fedclust.simulate import simulate
-from participant.dispatch import execute
-from participant.local import LocalParticipant
-from participant.policy import Policy
-from protocol import messages as msg
-from protocol.messages import ResultDocument
 
 API = "/api/v1"
 ANALYST_TOKEN = "analyst-secret-token"

@@ -10,7 +10,7 @@ import pytest
 
 import fedclust.cli
 from fedclust.client import AnalystClient, AnalystConfig
-from protocol.messages import DisclosureLedger
+from fedclust.protocol.messages import DisclosureLedger
 from tests.coordinator._service import (
     ANALYST,
     ANALYST_TOKEN,

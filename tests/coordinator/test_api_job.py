@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol.messages import ResultDocument
+from fedclust.protocol.messages import ResultDocument
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from coordinator.db import Database
-from protocol.messages import ResultDocument
+from fedclust.coordinator.db import Database
+from fedclust.protocol.messages import ResultDocument
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -11,8 +11,8 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from fedclust.data.federations import Federation as DataFederation
+from fedclust.protocol import messages as msg
 from fedclust.simulate import simulate
-from protocol import messages as msg
 from tests.coordinator._service import (
     ANALYST,
     API,

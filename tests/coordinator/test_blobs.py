@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.blobs import BLOB_KEY, BLOB_MIN_CHARS, externalise, inline, references
+from fedclust.protocol.blobs import BLOB_KEY, BLOB_MIN_CHARS, externalise, inline, references
 
 
 def test_large_values_become_one_blob_each_and_come_back_exactly() -> None:

@@ -12,12 +12,12 @@ import numpy as np
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from coordinator.api.deps import Services
-from coordinator.broker import JobChannel
-from coordinator.db import Batch, Database, TaskRecord
-from coordinator.journal import Journal
-from protocol import messages as msg
-from protocol.blobs import BLOB_KEY, inline
+from fedclust.coordinator.api.deps import Services
+from fedclust.coordinator.broker import JobChannel
+from fedclust.coordinator.db import Batch, Database, TaskRecord
+from fedclust.coordinator.journal import Journal
+from fedclust.protocol import messages as msg
+from fedclust.protocol.blobs import BLOB_KEY, inline
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from coordinator.counting_client import CountingClient, CountingError
+from fedclust.coordinator.counting_client import CountingClient, CountingError
 
 
 def client_for(handler: Callable[[httpx.Request], httpx.Response]) -> CountingClient:

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.job import run_job
+from fedclust.coordinator.job import run_job
 from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
+from fedclust.participant.dispatch import OVER_BOUND_REASON
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol.declaration import Declaration
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.messages import JobCreate, ProtectionScheme
 from fedclust.simulate import CountingService, _protected, job_spec, simulate
-from participant.dispatch import OVER_BOUND_REASON
-from participant.local import LocalParticipant
-from protocol.declaration import Declaration
-from protocol.errors import ProtocolError, RefusedError
-from protocol.messages import JobCreate, ProtectionScheme
 
 # Same buckets (64, 128, 128) and value bound (1) in both; row counts differ.
 SIZES = {"A": (37, 77, 101), "B": (59, 99, 123)}

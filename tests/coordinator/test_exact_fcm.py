@@ -9,12 +9,12 @@ import pytest
 from numpy.typing import ArrayLike
 from sklearn.metrics import adjusted_rand_score
 
-from coordinator.exact_fcm import run_exact_fcm
-from protocol._fuzzy import nearest
-from protocol._validation import FloatArray
-from protocol.errors import RefusedError
-from protocol.exact_fcm import FCMSums, participant_sums
-from protocol.fcm import fcm
+from fedclust.coordinator.exact_fcm import run_exact_fcm
+from fedclust.protocol._fuzzy import nearest
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.exact_fcm import FCMSums, participant_sums
+from fedclust.protocol.fcm import fcm
 
 DATASETS = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets"
 

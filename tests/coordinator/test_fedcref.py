@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from coordinator.fedcref import FedAvgRequest, run_fedcref, sum_contributions
-from protocol.fedcref import AutoencoderSpec
+from fedclust.coordinator.fedcref import FedAvgRequest, run_fedcref, sum_contributions
+from fedclust.protocol.fedcref import AutoencoderSpec
 
 
 class StandIn:

@@ -10,13 +10,13 @@ from numpy.typing import NDArray
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
-from coordinator.federated_kmeans import run_federated_kmeans, run_kfed
+from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.data.synthetic import GARST_GRID_CENTERS, garst_grid
-from protocol import center_kmeans, kfed
-from protocol import federated_kmeans as fkm
-from protocol._fuzzy import nearest
-from protocol.errors import ProtocolError
-from protocol.federated_kmeans import match_centers
+from fedclust.protocol import center_kmeans, kfed
+from fedclust.protocol import federated_kmeans as fkm
+from fedclust.protocol._fuzzy import nearest
+from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.federated_kmeans import match_centers
 
 
 class Site:
@@ -138,7 +138,7 @@ def test_kfed_is_one_shot_with_k_local_defaulting_to_k() -> None:
 
 
 def test_drivers_accept_local_participant() -> None:
-    local = pytest.importorskip("participant.local")
+    local = pytest.importorskip("fedclust.participant.local")
     sites = _three_blobs()
     parts = [local.LocalParticipant(s.X, name=s.name) for s in sites]
     res = run_federated_kmeans(parts, 3, seed=0)

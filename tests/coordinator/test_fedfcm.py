@@ -7,24 +7,24 @@ import pytest
 from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
 
-from coordinator.fedfcm import FedFCMParticipant, run_fedfcm
+from fedclust.coordinator.fedfcm import FedFCMParticipant, run_fedfcm
 from fedclust.data.synthetic import (
     MOTIVATIONAL_CENTERS,
     MOTIVATIONAL_COUNTS,
     motivational,
 )
-from participant.local import LocalParticipant
-from protocol._fuzzy import objective
-from protocol._validation import FloatArray
-from protocol.center_kmeans import (
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol._fuzzy import objective
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.center_kmeans import (
     CenterScatter,
     CenterSums,
     LocalPoints,
     participant_center_scatter,
     participant_center_sums,
 )
-from protocol.fcm import fcm
-from protocol.fedfcm import LocalCenters, participant_local_fcm
+from fedclust.protocol.fcm import fcm
+from fedclust.protocol.fedfcm import LocalCenters, participant_local_fcm
 
 
 class _Client:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.job import run_job
+from fedclust.coordinator.job import run_job
 from fedclust.data import synthetic
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol.messages import JobCreate
 from fedclust.simulate import CountingService
-from participant.local import LocalParticipant
-from protocol.messages import JobCreate
 
 
 def test_the_total_is_asked_once_after_everyone_reported() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from coordinator.app import openapi_document
-from coordinator.openapi import render
+from fedclust.coordinator.app import openapi_document
+from fedclust.coordinator.openapi import render
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "deploy" / "openapi" / "coordinator.json"
 
@@ -33,7 +33,7 @@ def test_exported_document_matches_the_live_app() -> None:
     stored = json.loads(DOCUMENT.read_text(encoding="utf-8"))
     assert stored == openapi_document(), (
         f"{DOCUMENT} is out of date; regenerate it with "
-        "`python -m coordinator.openapi > deploy/openapi/coordinator.json`"
+        "`python -m fedclust.coordinator.openapi > deploy/openapi/coordinator.json`"
     )
 
 

@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.job import result_document, run_job
-from coordinator.remote import RemoteParticipant
+from fedclust.coordinator.job import result_document, run_job
+from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
+from fedclust.participant.dispatch import execute
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.policy import Policy
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import RefusedError
 from fedclust.simulate import CountingService, simulate
-from participant.dispatch import execute
-from participant.local import LocalParticipant
-from participant.policy import Policy
-from protocol import messages as msg
-from protocol.errors import RefusedError
 
 
 class LoopbackChannel:

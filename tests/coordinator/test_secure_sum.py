@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from coordinator.center_kmeans import FederatedCenters
-from coordinator.exact_fcm import run_exact_fcm
-from coordinator.secure_sum import MaskedSummation, field_encodings
-from crypto.fixedpoint import Statistic, encode
-from crypto.masking import IdentityKey
-from participant.local import LocalParticipant
-from participant.secure import PeerPins, SecureMember, SecureSession
-from protocol import messages as msg
-from protocol.center_kmeans import center_kmeans
-from protocol.errors import ProtocolError, RefusedError, UnavailableError
+from fedclust.coordinator.center_kmeans import FederatedCenters
+from fedclust.coordinator.exact_fcm import run_exact_fcm
+from fedclust.coordinator.secure_sum import MaskedSummation, field_encodings
+from fedclust.crypto.fixedpoint import Statistic, encode
+from fedclust.crypto.masking import IdentityKey
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.secure import PeerPins, SecureMember, SecureSession
+from fedclust.protocol import messages as msg
+from fedclust.protocol.center_kmeans import center_kmeans
+from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
 
 JOB = "job-secure"
 MAX_ROWS, VALUE_BOUND = 10**6, 1e3
@@ -340,7 +340,7 @@ def test_the_coordinator_refuses_to_start_a_sum_below_the_minimum_cohort() -> No
 
 
 def test_a_participant_without_a_session_refuses_secure_stages() -> None:
-    from participant.dispatch import execute
+    from fedclust.participant.dispatch import execute
 
     local = LocalParticipant(np.zeros((5, 2)), name="x")
     task = msg.Task(
@@ -387,7 +387,7 @@ def test_center_kmeans_over_held_local_centers_is_the_same_procedure_masked_or_p
 def test_a_round_begun_before_a_restart_is_refused_after_it() -> None:
     # The agent saves the latest round begun (JobState.secure_round) and starts its sessions
     # from it: a coordinator cannot replay that round to a restarted agent.
-    from participant.agent import JobState
+    from fedclust.participant.agent import JobState
 
     saved = JobState.from_json(JobState(secure_round=7).to_json())
     assert saved.secure_round == 7

@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.settings import AnalystCredential, CoordinatorSettings, ParticipantCredential
-from crypto.tokens import token_sha256
+from fedclust.coordinator.settings import (
+    AnalystCredential,
+    CoordinatorSettings,
+    ParticipantCredential,
+)
+from fedclust.crypto.tokens import token_sha256
 
 HASH_A = token_sha256("analyst")
 HASH_P = token_sha256("participant")

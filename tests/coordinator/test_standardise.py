@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from numpy.typing import ArrayLike, NDArray
 
-from coordinator.standardise import standardise_federation
-from participant.local import LocalParticipant
-from protocol import standardise
+from fedclust.coordinator.standardise import standardise_federation
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol import standardise
 
 
 class Recorder:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.sweep import fed_fuzzy_db, initial_centers, moment_box
-from participant.local import LocalParticipant
-from protocol.validity import soft_davies_bouldin
+from fedclust.coordinator.sweep import fed_fuzzy_db, initial_centers, moment_box
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol.validity import soft_davies_bouldin
 
 
 def parts(seed: int = 0) -> list[LocalParticipant]:

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from counting.app import create_app
-from counting.settings import CountingSettings, ParticipantCredential
-from crypto.tokens import token_sha256
+from fedclust.counting.app import create_app
+from fedclust.counting.settings import CountingSettings, ParticipantCredential
+from fedclust.crypto.tokens import token_sha256
 from tests.counting.asgi import SyncASGITransport
 
 COORDINATOR = "coordinator-token"

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from counting.db import CountingStore
-from counting.keyholder import (
+from fedclust.counting.db import CountingStore
+from fedclust.counting.keyholder import (
     DecryptionRefusedError,
     MemoryPaillierStore,
     NotOnRosterError,
@@ -17,10 +17,10 @@ from counting.keyholder import (
     RoundClosedError,
     UnknownJobError,
 )
-from crypto.paillier import EncryptedVector, PaillierKeyPair, SlotSpec, add, encrypt_vector
-from protocol import messages as msg
-from protocol.errors import RefusedError
-from protocol.secure_wire import public_key_of
+from fedclust.crypto.paillier import EncryptedVector, PaillierKeyPair, SlotSpec, add, encrypt_vector
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.secure_wire import public_key_of
 
 JOB = "job-k"
 ROSTER = ("p0", "p1", "p2", "p3")

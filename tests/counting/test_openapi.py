@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from counting.openapi import DEFAULT_PATH, openapi_document
+from fedclust.counting.openapi import DEFAULT_PATH, openapi_document
 
 
 def test_exported_openapi_matches_the_live_app() -> None:
     stored = json.loads(DEFAULT_PATH.read_text(encoding="utf-8"))
     assert stored == openapi_document(), (
-        f"{DEFAULT_PATH} is out of date: regenerate it with `python -m counting.openapi`"
+        f"{DEFAULT_PATH} is out of date: regenerate it with `python -m fedclust.counting.openapi`"
     )
 
 

@@ -10,13 +10,17 @@ import httpx
 import numpy as np
 import pytest
 
-from coordinator.counting_client import CountingClient, CountingError, DecryptionRefusedError
-from counting.app import create_app
-from counting.settings import CountingSettings, ParticipantCredential
-from crypto.paillier import SlotSpec, add, encrypt_vector
-from crypto.tokens import token_sha256
-from protocol import messages as msg
-from protocol.secure_wire import public_key_of
+from fedclust.coordinator.counting_client import (
+    CountingClient,
+    CountingError,
+    DecryptionRefusedError,
+)
+from fedclust.counting.app import create_app
+from fedclust.counting.settings import CountingSettings, ParticipantCredential
+from fedclust.crypto.paillier import SlotSpec, add, encrypt_vector
+from fedclust.crypto.tokens import token_sha256
+from fedclust.protocol import messages as msg
+from fedclust.protocol.secure_wire import public_key_of
 from tests.counting.asgi import SyncASGITransport
 
 COORDINATOR = "coordinator-token"

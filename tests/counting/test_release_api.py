@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import counting.db
-from counting.app import create_app
-from counting.db import CountingStore, ReleaseRefusedError
-from counting.release_guard import release_would_expose
-from counting.settings import CountingSettings, ParticipantCredential
-from crypto.tokens import token_sha256
+import fedclust.counting.db
+from fedclust.counting.app import create_app
+from fedclust.counting.db import CountingStore, ReleaseRefusedError
+from fedclust.counting.release_guard import release_would_expose
+from fedclust.counting.settings import CountingSettings, ParticipantCredential
+from fedclust.crypto.tokens import token_sha256
 from tests.counting.test_api import COORDINATOR, Service
 from tests.counting.test_release_guard import ATTACK, exposing_sets
 
@@ -203,7 +203,9 @@ def test_a_release_recorded_by_another_process_meanwhile_is_checked_again(
             other.release("j2", min_participants=3)  # commits between mine's check and record
         return answer
 
-    monkeypatch.setattr(counting.db, "release_would_expose", check_then_let_the_other_release)
+    monkeypatch.setattr(
+        fedclust.counting.db, "release_would_expose", check_then_let_the_other_release
+    )
     try:
         with pytest.raises(ReleaseRefusedError) as refused:
             mine.release("j1", min_participants=3)

@@ -14,7 +14,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.linalg import null_space
 
-from counting.release_guard import exposed_participants, release_would_expose
+from fedclust.counting.release_guard import exposed_participants, release_would_expose
 
 #: The attack of issue 9: five ordinary jobs whose totals, solved together, give every N_l.
 ATTACK = [("p1", "p2", "p3"), ("p1", "p2", "p4"), ("p1", "p3", "p5"), ("p2", "p4", "p5"),

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.fixedpoint import BoundError, Statistic, add, check_aggregate, decode, encode
-from protocol.errors import ProtocolError
+from fedclust.crypto.fixedpoint import BoundError, Statistic, add, check_aggregate, decode, encode
+from fedclust.protocol.errors import ProtocolError
 
 SUMS = Statistic("local_sums", scale_bits=20, bound=1000.0)
 

@@ -14,8 +14,8 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.stats import binom
 
-from crypto import _prg
-from crypto.graph import GraphParameters, MaskingGraph, graph_parameters
+from fedclust.crypto import _prg
+from fedclust.crypto.graph import GraphParameters, MaskingGraph, graph_parameters
 
 
 def ids(n: int) -> list[str]:

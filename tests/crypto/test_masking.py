@@ -15,10 +15,10 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from numpy.typing import NDArray
 from scipy.stats import chisquare
 
-from crypto import _prg, shamir
-from crypto.fixedpoint import Statistic, add, decode, encode
-from crypto.graph import MaskingGraph, graph_parameters
-from crypto.masking import (
+from fedclust.crypto import _prg, shamir
+from fedclust.crypto.fixedpoint import Statistic, add, decode, encode
+from fedclust.crypto.graph import MaskingGraph, graph_parameters
+from fedclust.crypto.masking import (
     EncryptedShare,
     IdentityKey,
     IntegrityError,
@@ -31,7 +31,7 @@ from crypto.masking import (
     UnmaskRequest,
     UnmaskResponse,
 )
-from protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.errors import ProtocolError, RefusedError
 
 U64 = NDArray[np.uint64]
 Values = dict[str, U64]

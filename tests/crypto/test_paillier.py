@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crypto.paillier import (
+from fedclust.crypto.paillier import (
     EncryptedVector,
     Packing,
     PaillierKeyPair,
@@ -25,7 +25,7 @@ from crypto.paillier import (
     decrypt_sum,
     encrypt_vector,
 )
-from protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.errors import ProtocolError, RefusedError
 
 SPEC = SlotSpec("local_sums", scale_bits=20, bound=1000.0, max_parties=10)
 

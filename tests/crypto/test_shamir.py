@@ -11,7 +11,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.stats import chisquare
 
-from crypto.shamir import (
+from fedclust.crypto.shamir import (
     MAX_SECRET_BYTES,
     PRIME,
     combine,
@@ -158,7 +158,7 @@ def test_coefficients_come_from_os_urandom(monkeypatch: pytest.MonkeyPatch) -> N
         calls.append(size)
         return queue.pop(0)
 
-    monkeypatch.setattr("crypto.shamir.os.urandom", fake_urandom)
+    monkeypatch.setattr("fedclust.crypto.shamir.os.urandom", fake_urandom)
     shares = split(b"\x07", threshold=2, xs=[1, 2, 10])
     assert calls == [4, 4] and not queue
     assert [int(v) for v in shares[:, 0]] == [(7 + 123456789 * x) % PRIME for x in (1, 2, 10)]
@@ -170,7 +170,7 @@ def test_coefficients_come_from_os_urandom(monkeypatch: pytest.MonkeyPatch) -> N
         calls.append(size)
         return b"\x01\x00\x00\x00" * (size // 4)
 
-    monkeypatch.setattr("crypto.shamir.os.urandom", counting)
+    monkeypatch.setattr("fedclust.crypto.shamir.os.urandom", counting)
     shares = split(bytes(32), threshold=4, xs=[1, 2, 3, 4])
     assert calls == [4 * 3 * limbs(32)]
     # Every coefficient is 1: f(x) = x + x^2 + x^3 for every limb of the zero secret.

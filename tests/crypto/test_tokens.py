@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crypto.tokens import check_sha256_hex, identify, new_token, token_sha256
+from fedclust.crypto.tokens import check_sha256_hex, identify, new_token, token_sha256
 
 ABC_SHA256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # FIPS 180-2
 

@@ -12,11 +12,11 @@ from numpy.typing import NDArray
 
 torch = pytest.importorskip("torch")
 
-from coordinator.distillation import sum_contributions  # noqa: E402
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.cli import main  # noqa: E402
-from participant.deep.distill_local import DistillParticipant  # noqa: E402
-from protocol.distillation import COUNT, SOFT_SUM  # noqa: E402
+from fedclust.coordinator.distillation import sum_contributions  # noqa: E402
+from fedclust.participant.deep.distill_local import DistillParticipant  # noqa: E402
+from fedclust.protocol.distillation import COUNT, SOFT_SUM  # noqa: E402
 
 # Small runs: few distillation epochs / FedAvg rounds keep the file fast; the groupings are
 # what is tested, and they are fixed before (fed-distill) or barely depend on (FedCRef) them.

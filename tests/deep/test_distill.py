@@ -18,14 +18,14 @@ torch = pytest.importorskip("torch")
 
 from sklearn.datasets import load_digits  # noqa: E402
 
-from coordinator.distillation import FedDistillResult, run_fed_distill  # noqa: E402
-from participant.deep.classifier import (  # noqa: E402
+from fedclust.coordinator.distillation import FedDistillResult, run_fed_distill  # noqa: E402
+from fedclust.participant.deep.classifier import (  # noqa: E402
     ClassifierSpec,
     build_classifier,
     predict_proba,
 )
-from participant.deep.distill_local import DistillParticipant  # noqa: E402
-from protocol.distillation import grouping_ari  # noqa: E402
+from fedclust.participant.deep.distill_local import DistillParticipant  # noqa: E402
+from fedclust.protocol.distillation import grouping_ari  # noqa: E402
 
 GROUPS = ((0, 1), (2, 3, 4), (5, 6, 7))
 CLIENTS_PER_GROUP = 4

@@ -10,17 +10,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from coordinator.distill_job import masked_soft_sums  # noqa: E402
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.client import AnalystClient  # noqa: E402
+from fedclust.coordinator.distill_job import masked_soft_sums  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
-from participant import dispatch  # noqa: E402
-from participant.config import DataSource  # noqa: E402
-from participant.distill_tasks import DistillTasks  # noqa: E402
-from participant.local import LocalParticipant  # noqa: E402
-from protocol import messages as msg  # noqa: E402
-from protocol.messages import (  # noqa: E402
+from fedclust.participant import dispatch  # noqa: E402
+from fedclust.participant.config import DataSource  # noqa: E402
+from fedclust.participant.distill_tasks import DistillTasks  # noqa: E402
+from fedclust.participant.local import LocalParticipant  # noqa: E402
+from fedclust.protocol import messages as msg  # noqa: E402
+from fedclust.protocol.messages import (  # noqa: E402
     DisclosureLedger,
     DistillParams,
     JobCreate,

@@ -12,18 +12,18 @@ torch = pytest.importorskip("torch")
 
 from sklearn.datasets import load_digits  # noqa: E402
 
-from coordinator.fedcref import FedCRefResult, run_fedcref  # noqa: E402
 from fedclust.client import AnalystClient  # noqa: E402
+from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
-from participant import dispatch  # noqa: E402
-from participant.deep.autoencoder import TrainConfig  # noqa: E402
-from participant.deep.fedcref_local import FedCRefLocal  # noqa: E402
-from participant.fedcref_tasks import FedCRefTasks  # noqa: E402
-from participant.local import LocalParticipant  # noqa: E402
-from protocol import messages as msg  # noqa: E402
-from protocol.fedcref import dirty_labels  # noqa: E402
-from protocol.messages import (  # noqa: E402
+from fedclust.participant import dispatch  # noqa: E402
+from fedclust.participant.deep.autoencoder import TrainConfig  # noqa: E402
+from fedclust.participant.deep.fedcref_local import FedCRefLocal  # noqa: E402
+from fedclust.participant.fedcref_tasks import FedCRefTasks  # noqa: E402
+from fedclust.participant.local import LocalParticipant  # noqa: E402
+from fedclust.protocol import messages as msg  # noqa: E402
+from fedclust.protocol.fedcref import dirty_labels  # noqa: E402
+from fedclust.protocol.messages import (  # noqa: E402
     DisclosureLedger,
     FedCRefParams,
     JobCreate,

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from fedclust.asgi import BodySizeLimit, InProcessApp
+from fedclust.asgi import InProcessApp
+from fedclust.protocol.body_limit import BodySizeLimit
 
 BASE = "http://fedclust.local"
 

@@ -17,8 +17,8 @@ import pytest
 from fedclust.cli import main
 from fedclust.data.federations import build_federation
 from fedclust.data.loaders import BUILTIN_NAMES, shared_datasets_dir
+from fedclust.protocol.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import simulate
-from protocol.messages import Algorithm, ProtectionScheme
 
 pytestmark = pytest.mark.skipif(
     shared_datasets_dir() is None, reason="shared datasets not found (set FEDCLUST_DATASETS)"

@@ -8,8 +8,8 @@ import pytest
 
 from fedclust.data.federations import build_federation
 from fedclust.inprocess import run_in_process
+from fedclust.protocol.messages import Algorithm, JobCreate
 from fedclust.simulate import simulate
-from protocol.messages import Algorithm, JobCreate
 
 
 @pytest.mark.parametrize("algorithm", ["fedfcm", "fkm"])

@@ -12,10 +12,10 @@ import pytest
 
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
+from fedclust.protocol import validity
+from fedclust.protocol.fcm import fcm
+from fedclust.protocol.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import CountingService, simulate
-from protocol import validity
-from protocol.fcm import fcm
-from protocol.messages import Algorithm, ProtectionScheme
 from tests.fedclust._compare import assert_same_answer
 
 SEEDS = (0, 1, 2)

@@ -13,9 +13,9 @@ import pytest
 
 from fedclust.data.loaders import _fast_dataset, _from_table, load_dataset, load_table
 from fedclust.data.stream import csv_rows, parquet_rows
-from protocol import exact_fcm, standardise, validity
-from protocol._validation import FloatArray
-from protocol.rows import BLOCK_ROWS, as_rows
+from fedclust.protocol import exact_fcm, standardise, validity
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.rows import BLOCK_ROWS, as_rows
 
 N = 2 * BLOCK_ROWS + 333
 
@@ -157,7 +157,7 @@ def test_stream_errors_name_the_file_and_column(tmp_path: Path) -> None:
 
 
 def test_a_participant_streams_its_parquet_table(tmp_path: Path) -> None:
-    from participant.local import LocalParticipant
+    from fedclust.participant.local import LocalParticipant
 
     frame, X = _frame()
     f = tmp_path / "d.parquet"

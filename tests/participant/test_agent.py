@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from counting.app import create_app
-from counting.settings import CountingSettings, ParticipantCredential
-from crypto.masking import IdentityKey
-from crypto.tokens import token_sha256
-from participant.agent import AgentError, run_agent
-from participant.config import DataSource, ParticipantConfig, load_data
-from participant.dispatch import execute
-from participant.local import LocalParticipant
-from participant.policy import Policy
-from protocol import messages as msg
+from fedclust.counting.app import create_app
+from fedclust.counting.settings import CountingSettings, ParticipantCredential
+from fedclust.crypto.masking import IdentityKey
+from fedclust.crypto.tokens import token_sha256
+from fedclust.participant.agent import AgentError, run_agent
+from fedclust.participant.config import DataSource, ParticipantConfig, load_data
+from fedclust.participant.dispatch import execute
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.policy import Policy
+from fedclust.protocol import messages as msg
 from tests.counting.asgi import SyncASGITransport
 
 TOKEN = "token-of-hospital-a"
@@ -572,7 +572,7 @@ class Recording(httpx.BaseTransport):
 def test_the_audit_log_holds_the_hash_of_every_body_received(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
-    from participant.audit import show, verify
+    from fedclust.participant.audit import show, verify
 
     policy = '[policy]\nallowed_algorithms = ["fkm", "ffcm", "kfed"]\n'
     tasks = [
@@ -616,7 +616,7 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
 def test_a_damaged_audit_log_stops_the_agent_before_it_sends(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
-    from participant.audit import AuditError
+    from fedclust.participant.audit import AuditError
 
     config_file = write_config(
         tmp_path,

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from participant.audit import GENESIS, AuditError, AuditLog, canonical, show, verify
-from protocol import messages as msg
+from fedclust.participant.audit import GENESIS, AuditError, AuditLog, canonical, show, verify
+from fedclust.protocol import messages as msg
 
 
 def contribution(task_id: int, k: int = 3) -> bytes:

@@ -8,15 +8,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocol import exact_fcm, federated_kmeans, standardise, validity
-from protocol._fuzzy import objective
-from protocol._validation import FloatArray
-from protocol.rows import BLOCK_ROWS, RowSource, as_rows
+from fedclust.protocol import exact_fcm, federated_kmeans, standardise, validity
+from fedclust.protocol._fuzzy import objective
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.rows import BLOCK_ROWS, RowSource, as_rows
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from participant.dask_backend import DaskRows  # noqa: E402
+from fedclust.participant.dask_backend import DaskRows  # noqa: E402
 
 N = 2 * BLOCK_ROWS + 501
 

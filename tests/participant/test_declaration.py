@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from participant.agent import run_agent
-from participant.config import ParticipantConfig
-from participant.local import LocalParticipant
-from participant.policy import Policy
-from protocol.errors import RefusedError
+from fedclust.participant.agent import run_agent
+from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.policy import Policy
+from fedclust.protocol.errors import RefusedError
 from tests.participant.test_agent import blobs, write_config, write_rows
 
 HEAD = (

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from participant.policy import Policy
-from participant.rosters import RosterBook
-from protocol import messages as msg
-from protocol.errors import RefusedError
+from fedclust.participant.policy import Policy
+from fedclust.participant.rosters import RosterBook
+from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import RefusedError
 from tests.participant.test_agent import ME, Counting, blobs, run, task, write_config, write_rows
 
 B, C, D, E, F = "hospital-b", "hospital-c", "hospital-d", "hospital-e", "hospital-f"

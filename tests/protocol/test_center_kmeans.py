@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 
-from protocol.center_kmeans import (
+from fedclust.protocol.center_kmeans import (
     CenterSums,
     LocalPoints,
     PointsOracle,
@@ -17,7 +17,7 @@ from protocol.center_kmeans import (
     participant_center_scatter,
     participant_center_sums,
 )
-from protocol.errors import ProtocolError
+from fedclust.protocol.errors import ProtocolError
 
 
 def _parties(seed: int) -> tuple[list[LocalPoints], np.ndarray]:

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from protocol.declaration import is_power_of_two, min_rows, row_bucket, value_bucket
-from protocol.exact_fcm import declared_rule_refusal, largest_allowed_k, rule_allows
+from fedclust.protocol.declaration import is_power_of_two, min_rows, row_bucket, value_bucket
+from fedclust.protocol.exact_fcm import declared_rule_refusal, largest_allowed_k, rule_allows
 
 
 @pytest.mark.parametrize(

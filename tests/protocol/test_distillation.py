@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from coordinator.distillation import (
+from fedclust.coordinator.distillation import (
     MIN_PROTECTED_MEMBERS,
     run_fed_distill,
     sum_contributions,
 )
-from protocol import distillation as dist
-from protocol.errors import ProtocolError
+from fedclust.protocol import distillation as dist
+from fedclust.protocol.errors import ProtocolError
 
 FloatArray = NDArray[np.float64]
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from protocol._validation import FloatArray
-from protocol.errors import ProtocolError, RefusedError
-from protocol.exact_fcm import FCMSums, combine_sums, participant_sums
-from protocol.fcm import fcm, fcm_memberships
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.exact_fcm import FCMSums, combine_sums, participant_sums
+from fedclust.protocol.fcm import fcm, fcm_memberships
 
 
 def test_sums_by_hand() -> None:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from protocol._fuzzy import nearest
-from protocol._validation import FloatArray
-from protocol.fcm import FCMResult, fcm, fcm_memberships, kmeans
-from protocol.rows import BLOCK_ROWS
+from fedclust.protocol._fuzzy import nearest
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.fcm import FCMResult, fcm, fcm_memberships, kmeans
+from fedclust.protocol.rows import BLOCK_ROWS
 
 
 def _blobs(n_per: int, centers: list[list[float]], scale: float, seed: int) -> FloatArray:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.errors import ProtocolError
-from protocol.fedcref import (
+from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.fedcref import (
     AutoencoderSpec,
     ClusterRef,
     Grouping,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
-from protocol.federated_kmeans import (
+from fedclust.protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
+from fedclust.protocol.federated_kmeans import (
     ClusterMeans,
     match_centers,
     match_order,

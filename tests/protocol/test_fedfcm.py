@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol._fuzzy import memberships, objective
-from protocol._validation import FloatArray
-from protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
-from protocol.errors import ProtocolError
-from protocol.fcm import fcm
-from protocol.fedfcm import (
+from fedclust.protocol._fuzzy import memberships, objective
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
+from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.fcm import fcm
+from fedclust.protocol.fedfcm import (
     LocalCenters,
     combine_federated_average,
     participant_local_fcm,

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from protocol.metrics import adjusted_rand, center_distance, clustering_accuracy, knowledge_gap
+from fedclust.protocol.metrics import (
+    adjusted_rand,
+    center_distance,
+    clustering_accuracy,
+    knowledge_gap,
+)
 
 # Hand-worked values; a few float64 operations are exact to ~1e-15.
 EXACT = 1e-12

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocol import exact_fcm, federated_kmeans, standardise, validity
-from protocol._fuzzy import Centers, membership_sums, objective
-from protocol._validation import FloatArray
-from protocol.fcm import fcm
-from protocol.kfed import pruned_sums_block
-from protocol.rows import (
+from fedclust.protocol import exact_fcm, federated_kmeans, standardise, validity
+from fedclust.protocol._fuzzy import Centers, membership_sums, objective
+from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.fcm import fcm
+from fedclust.protocol.kfed import pruned_sums_block
+from fedclust.protocol.rows import (
     BLOCK_ROWS,
     ChunkedRows,
     RowSource,

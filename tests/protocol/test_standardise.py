@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from numpy.typing import NDArray
 
-from protocol.errors import ProtocolError
-from protocol.standardise import (
+from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.standardise import (
     MomentSums,
     add_moments,
     apply,
