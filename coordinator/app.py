@@ -19,8 +19,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from fedclust.coordinator.api import jobs, participants, tasks
+from fedclust.coordinator.api import audit, jobs, participants, tasks
 from fedclust.coordinator.api.deps import Authenticator, Services
+from fedclust.coordinator.api.ui import mount_ui
 from fedclust.coordinator.broker import Broker
 from fedclust.coordinator.counting_client import CountingClient
 from fedclust.coordinator.db import Database
@@ -51,7 +52,8 @@ def create_app(
         db.create_all()
         broker = Broker(db, timeout=settings.task_timeout_seconds)
         counting = CountingClient(
-            settings.counting_url, settings.counting_token, transport=counting_transport
+            settings.counting_url, settings.counting_token, transport=counting_transport,
+            verify=settings.tls.httpx_verify(),
         )
         runner = JobRunner(db, broker, counting)
         app.state.services = Services(
@@ -73,13 +75,16 @@ def create_app(
         version=f"{PROTOCOL_VERSION}",
         summary="Federated cluster analysis: jobs, participants and their tasks.",
         lifespan=lifespan,
+        docs_url=None,  # served by mount_ui from local assets, not a CDN
+        redoc_url=None,
     )
     app.state.authenticator = Authenticator(settings)
     app.state.services = None
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
-    for router in (participants.router, jobs.router, tasks.router):
+    for router in (participants.router, jobs.router, tasks.router, audit.router):
         app.include_router(router, prefix=API_PREFIX)
+    mount_ui(app)
 
     @app.get(
         f"{API_PREFIX}/health",

@@ -4,11 +4,13 @@ It also fetches a job's Paillier public key and asks for the decryption of a Pai
 aggregate (the service holds the private key; :mod:`counting.keyholder`).
 
 ``transport`` is the seam for tests (``httpx.MockTransport``) and the in-process mode;
-by default requests go over the network to ``base_url``.
+by default requests go over the network to ``base_url``, verified by ``verify`` (httpx's:
+an :class:`ssl.SSLContext` from the coordinator's ``[tls]``, see :mod:`protocol.tls`).
 """
 
 from __future__ import annotations
 
+import ssl
 import time
 
 import httpx
@@ -50,6 +52,7 @@ class CountingClient:
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
         retry_delay: float = 0.5,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._base = base_url.rstrip("/")
         self._retry_delay = retry_delay
@@ -58,6 +61,7 @@ class CountingClient:
             headers={"Authorization": f"Bearer {token}"},
             transport=transport,
             timeout=timeout,
+            verify=verify,
         )
 
     def close(self) -> None:

@@ -41,6 +41,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    func,
     insert,
     inspect,
     select,
@@ -55,6 +56,8 @@ from fedclust.protocol.blobs import inline, references
 from fedclust.protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
 
 __all__ = [
+    "AuditHeadRecord",
+    "AuditHeadRefusedError",
     "Batch",
     "Database",
     "JobRecord",
@@ -130,6 +133,32 @@ class _BlobRow(_Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class _AuditHeadRow(_Base):
+    __tablename__ = "audit_heads"
+
+    participant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    line_sha256: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(String(96))
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+@dataclass(frozen=True)
+class AuditHeadRecord:
+    """A receipt: line ``seq`` of ``participant``'s audit log hashed to ``line_sha256``
+    (signed by its identity key) when it arrived."""
+
+    participant: str
+    seq: int
+    line_sha256: str
+    signature: str
+    received_at: datetime
+
+
+class AuditHeadRefusedError(ValueError):
+    """An audit head that contradicts an earlier receipt (a log truncated or replaced)."""
+
+
 @dataclass(frozen=True)
 class ParticipantRecord:
     """An enrolled participant."""
@@ -191,6 +220,13 @@ def _participant(row: _ParticipantRow) -> ParticipantRecord:
         agent_version=row.agent_version,
         enrolled_at=_aware(row.enrolled_at),
         identity_key=row.identity_key,
+    )
+
+
+def _audit_head(row: _AuditHeadRow) -> AuditHeadRecord:
+    return AuditHeadRecord(
+        participant=row.participant, seq=row.seq, line_sha256=row.line_sha256,
+        signature=row.signature, received_at=_aware(row.received_at),
     )
 
 
@@ -294,6 +330,49 @@ class Database:
         """Every enrolled participant by id."""
         with self._session() as s:
             return {r.id: _participant(r) for r in s.scalars(select(_ParticipantRow))}
+
+    # -- audit receipts ---------------------------------------------------------------------
+    def add_audit_head(
+        self, participant: str, *, seq: int, line_sha256: str, signature: str
+    ) -> AuditHeadRecord:
+        """Keep a participant's audit head; the same head again returns its first receipt.
+
+        Raises:
+            AuditHeadRefusedError: the head is behind the last one received, or names a line
+                received before with another hash.
+        """
+        with self._session() as s:
+            same = s.get(_AuditHeadRow, (participant, seq))
+            if same is not None:
+                if same.line_sha256 != line_sha256:
+                    raise AuditHeadRefusedError(
+                        f"line {seq} of the audit log was received before with another hash"
+                    )
+                return _audit_head(same)
+            last = s.scalar(
+                select(func.max(_AuditHeadRow.seq)).where(_AuditHeadRow.participant == participant)
+            )
+            if last is not None and seq < last:
+                raise AuditHeadRefusedError(
+                    f"the audit log's head (line {seq}) is behind line {last}, received before"
+                )
+            row = _AuditHeadRow(
+                participant=participant, seq=seq, line_sha256=line_sha256,
+                signature=signature, received_at=_now(),
+            )
+            s.add(row)
+            s.flush()
+            return _audit_head(row)
+
+    def audit_heads(self, participant: str) -> list[AuditHeadRecord]:
+        """A participant's receipts, oldest line first."""
+        with self._session() as s:
+            rows = s.scalars(
+                select(_AuditHeadRow)
+                .where(_AuditHeadRow.participant == participant)
+                .order_by(_AuditHeadRow.seq)
+            )
+            return [_audit_head(r) for r in rows]
 
     # -- jobs -----------------------------------------------------------------------------------
     def create_job(self, job_id: str, spec: JobCreate, *, n_features: int) -> JobRecord:

@@ -21,6 +21,12 @@ Example::
     [[participants]]
     id = "hospital-a"
     token_sha256 = "<64 hex digits>"
+
+    [tls]                                       # optional: HTTPS, see fedclust.protocol.tls
+    certificate = "pki/coordinator.pem"         # served, and shown to the counting service
+    key = "pki/coordinator-key.pem"
+    ca = "pki/ca.pem"                           # verifies the counting service
+    client_ca = "pki/ca.pem"                    # optional: mutual TLS for every client
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 
 from fedclust.crypto.tokens import check_sha256_hex
 from fedclust.protocol.config_toml import read_toml, resolve_sqlite_url
+from fedclust.protocol.tls import TlsSettings
 
 __all__ = [
     "AnalystCredential",
@@ -94,6 +101,7 @@ class CoordinatorSettings:
         analysts, participants: the credentials (hashes only).
         database_url: any SQLAlchemy URL; sqlite by default.
         task_timeout_seconds: how long a job waits for one participant's answer.
+        tls: HTTPS served, and used towards the counting service (``[tls]``).
     """
 
     counting_url: str
@@ -104,6 +112,7 @@ class CoordinatorSettings:
     host: str = "127.0.0.1"
     port: int = 8700
     task_timeout_seconds: float = 600.0
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     def __post_init__(self) -> None:
         if not isinstance(self.counting_token, str) or not self.counting_token:
@@ -173,6 +182,7 @@ class CoordinatorSettings:
             host=str(section.get("host", "127.0.0.1")),
             port=int(section.get("port", 8700)),
             task_timeout_seconds=float(section.get("task_timeout_seconds", 600.0)),
+            tls=TlsSettings.from_table(data.get("tls"), base=base_dir or Path.cwd()),
         )
 
 

@@ -64,6 +64,7 @@ from fedclust.protocol.messages import (
     PaillierDecryptRequest,
     PaillierKey,
 )
+from fedclust.protocol.tls import certificate_mismatch
 
 __all__ = [
     "Coordinator",
@@ -169,7 +170,21 @@ def require_participant(caller: Caller) -> ParticipantIdentity:
 
 
 Coordinator = Annotated[CoordinatorIdentity, Depends(require_coordinator)]
-Participant = Annotated[ParticipantIdentity, Depends(require_participant)]
+
+
+def require_certified_participant(
+    request: Request,
+    caller: Annotated[ParticipantIdentity, Depends(require_participant)],
+    settings: Settings,
+) -> ParticipantIdentity:
+    """Under mutual TLS, 403 unless the client certificate names the token's participant."""
+    mismatch = certificate_mismatch(request.scope, caller.id, tls=settings.tls)
+    if mismatch is not None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=mismatch)
+    return caller
+
+
+Participant = Annotated[ParticipantIdentity, Depends(require_certified_participant)]
 
 JobId = Annotated[
     str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="job id")

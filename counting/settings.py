@@ -14,6 +14,11 @@
     id = "hospital-a"
     token_sha256 = "<sha256 hex of hospital-a's token>"
 
+    [tls]                                    # optional: HTTPS, see fedclust.protocol.tls
+    certificate = "pki/counting.pem"
+    key = "pki/counting-key.pem"
+    client_ca = "pki/ca.pem"                 # optional: mutual TLS for every client
+
 Only SHA-256 digests of tokens are stored (:func:`token_sha256`); a digest is 64 hex digits.
 """
 
@@ -31,6 +36,7 @@ from sqlalchemy.exc import ArgumentError
 
 from fedclust.crypto.tokens import check_sha256_hex
 from fedclust.protocol.config_toml import only_keys, read_toml, resolve_sqlite_url
+from fedclust.protocol.tls import TlsSettings
 
 __all__ = ["CountingSettings", "ParticipantCredential"]
 
@@ -68,6 +74,7 @@ class CountingSettings:
             Paillier key holder decrypts aggregates of at least max(3, this) contributions.
         paillier_bits: the modulus size of each job's Paillier key pair (>= 1024).
         host, port: where ``fedclust counter serve`` listens.
+        tls: HTTPS and mutual TLS (``[tls]``).
     """
 
     coordinator_token_sha256: str
@@ -77,6 +84,7 @@ class CountingSettings:
     paillier_bits: int = 2048
     host: str = "127.0.0.1"
     port: int = 8701
+    tls: TlsSettings = field(default_factory=TlsSettings)
     _by_id: Mapping[str, ParticipantCredential] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -134,7 +142,7 @@ class CountingSettings:
 
     @classmethod
     def _from_mapping(cls, doc: Mapping[str, Any], *, base: Path) -> CountingSettings:
-        only_keys(doc, {"counting", "participants"}, where="the file")
+        only_keys(doc, {"counting", "participants", "tls"}, where="the file")
         section = doc.get("counting")
         if not isinstance(section, dict):
             raise ValueError("missing the [counting] table.")
@@ -172,6 +180,7 @@ class CountingSettings:
         return cls(
             coordinator_token_sha256=section["coordinator_token_sha256"],
             participants=tuple(creds),
+            tls=TlsSettings.from_table(doc.get("tls"), base=base),
             **kwargs,
         )
 

@@ -35,6 +35,7 @@ SHARE_PREFIX = "fedclust/v2/share"
 ADVERT_PREFIX = "fedclust/v2/advert"
 COMMIT_PREFIX = "fedclust/v2/seed-commitment"
 GRAPH_PREFIX = "fedclust/v2/graph"
+AUDIT_PREFIX = "fedclust/v2/audit-line"
 KEY_BYTES = 32
 NONCE_BYTES = 12
 

@@ -80,6 +80,7 @@ __all__ = [
     "ServerRound",
     "UnmaskRequest",
     "UnmaskResponse",
+    "audit_signature_valid",
 ]
 
 DEFAULT_MIN_COHORT = 3
@@ -164,6 +165,11 @@ class IdentityKey:
     def _sign(self, message: bytes) -> bytes:
         return _prg.sign(self._key, message)
 
+    def sign_audit(self, *context: str | int) -> bytes:
+        """Signature of an audit-log statement (``"line", hash`` or ``"head", seq, sha256``),
+        in a context no advert can share."""
+        return self._sign(_prg.label(_prg.AUDIT_PREFIX, *context))
+
     def __repr__(self) -> str:
         return f"IdentityKey(public={self.public_bytes().hex()[:16]}…, private=<hidden>)"
 
@@ -191,6 +197,15 @@ class KeyAdvert:
             self.job_id, config.roster_digest, config.degree or 0, config.threshold,
             self.sender, self.enc_public, self.mask_public, self.nonce,
         )
+
+
+def audit_signature_valid(public: bytes, signature: bytes, *context: str | int) -> bool:
+    """Whether ``signature`` is ``public``'s :meth:`IdentityKey.sign_audit` of ``context``."""
+    try:
+        _prg.verify(public, signature, _prg.label(_prg.AUDIT_PREFIX, *context))
+    except IntegrityError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -373,6 +388,37 @@ class MaskingClient:
             "mask_secrets": {p: k.hex() for p, k in self._mask_secrets.items()},
             "last_round": self._last_round,
         }
+
+    def export_round(self) -> dict[str, Any] | None:
+        """The round in progress (number, cohort, this participant's own share of its seed,
+        the unmask request answered), as JSON, or None: saved beside the keys so a restarted
+        agent can still answer the round's unmasking. Secret."""
+        r = self._round
+        if r is None:
+            return None
+        x, row = r.own_share
+        answered = None if r.answered is None else {
+            "survivors": sorted(r.answered.survivors), "dropped": sorted(r.answered.dropped),
+        }
+        return {"number": r.number, "cohort": sorted(r.cohort), "x": x,
+                "share": [int(v) for v in row], "answered": answered}
+
+    def restore_round(self, saved: Mapping[str, Any]) -> None:
+        """Take up the round of :meth:`export_round` (ValueError if it is damaged)."""
+        try:
+            number = int(saved["number"])
+            answered = saved["answered"]
+            self._round = _Round(
+                number, frozenset(str(p) for p in saved["cohort"]),
+                (int(saved["x"]), np.asarray(saved["share"], dtype=np.uint64)),
+                None if answered is None else UnmaskRequest(
+                    self._config.job_id, number, frozenset(answered["survivors"]),
+                    frozenset(answered["dropped"]),
+                ),
+            )
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"a saved secure-sum round is damaged ({exc})") from None
+        self._last_round = max(self._last_round, number)
 
     @classmethod
     def restore(

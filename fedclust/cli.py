@@ -8,6 +8,7 @@
 - ``fedclust demo`` runs a whole federation on loopback (see :mod:`fedclust.demo`).
 - ``fedclust audit verify|show LOG`` check and summarise a participant's audit log
   (:mod:`participant.audit`).
+- ``fedclust pki init-ca|issue`` create a federation CA and its certificates (:mod:`fedclust.pki`).
 
 Exit status: 0 on success, 1 when a followed job fails or is cancelled or an audit log's chain
 is broken, 2 on a usage, input or HTTP error (the server's detail is printed).
@@ -16,6 +17,8 @@ is broken, 2 on a usage, input or HTTP error (the server's detail is printed).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import signal
@@ -40,6 +43,7 @@ from fedclust.client import (
 from fedclust.coordinator.sweep import ALGORITHMS, PLAIN_ONLY
 from fedclust.data.federations import SYNTHETIC, build_federation
 from fedclust.deep_simulate import DEEP_ALGORITHMS
+from fedclust.exports import feature_names, with_feature_names, write_exports
 from fedclust.protocol.errors import ProtocolError, RefusedError
 from fedclust.protocol.messages import (
     DisclosureLedger,
@@ -47,9 +51,10 @@ from fedclust.protocol.messages import (
     FedCRefParams,
     JobCreate,
     JobPublic,
+    ResultDocument,
     WireArray,
 )
-from fedclust.report import format_result
+from fedclust.report import format_job_list, format_result
 from fedclust.simulate import job_spec, simulate
 
 PROTECTION_CHOICES = ("masking", "paillier", "none")
@@ -82,11 +87,19 @@ def _columns(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fedclust")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedclust",
         description="Federated cluster analysis without pooling data.",
     )
+    parser.add_argument("--version", action="version", version=f"fedclust {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser(
         "simulate",
@@ -156,12 +169,15 @@ def _parser() -> argparse.ArgumentParser:
         "(the real protocol without sockets; ground-truth ARI is then not reported)",
     )
     sim.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_out_argument(sim)
     _add_deep_arguments(sim)
     sim.set_defaults(simulate_parser=sim)
     _add_service_parsers(sub)
     _add_job_parsers(sub)
     _add_demo_parser(sub)
     _add_audit_parser(sub)
+    _add_plot_parser(sub)
+    _add_pki_parser(sub)
     return parser
 
 
@@ -475,6 +491,11 @@ def _add_job_parsers(sub: Any) -> None:
         help="show live progress until the job ends, then print its result",
     )
     submit.add_argument("--json", action="store_true", help="print JSON documents")
+    listing = actions.add_parser(
+        "list", help="list your jobs", description="List the jobs you submitted."
+    )
+    listing.add_argument("--config", metavar="CLIENT.toml", help=config_help)
+    listing.add_argument("--json", action="store_true", help="print one JSON list")
     for name, helptext in (
         ("status", "show a job's state and progress"),
         ("result", "print a finished job's result"),
@@ -489,6 +510,35 @@ def _add_job_parsers(sub: Any) -> None:
                 "--disclosures", action="store_true",
                 help="print the job's disclosure ledger (what the coordinator learned) as JSON",
             )
+            cmd.add_argument(
+                "--feature-names", type=_columns, metavar="A,B,...",
+                help="name the center columns (the service result carries no names; "
+                "default x0..x{D-1})",
+            )
+            _add_out_argument(cmd)
+
+
+def _add_out_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR",
+        help="also write sweep.csv, centers.csv and result.json (and .parquet copies when "
+        "pyarrow is installed) into DIR",
+    )
+
+
+def _add_plot_parser(sub: Any) -> None:
+    plot = sub.add_parser(
+        "plot", help="draw a result's K sweep and centers (needs fedclust[plot])",
+        description="Draw the FedFuzzDB and silhouette curves over K (selected K and elbow "
+        "marked) and the selected K's centers, as PNG and SVG.",
+    )
+    plot.add_argument("result", type=Path, metavar="RESULT.json",
+                      help="a result document (simulate --json, job result --json)")
+    plot.add_argument("--out", type=Path, required=True, metavar="DIR",
+                      help="directory for k-sweep.png/.svg and centers.png/.svg")
+    plot.add_argument("--data", type=Path, metavar="CSV",
+                      help="a CSV file whose header names the features: draw it under the "
+                      "centers")
 
 
 def _add_demo_parser(sub: Any) -> None:
@@ -513,6 +563,60 @@ def _add_demo_parser(sub: Any) -> None:
     demo.add_argument("--seed", type=int, default=1, help="data and algorithm seed (default 1)")
 
 
+def _add_pki_parser(sub: Any) -> None:
+    from fedclust.pki import CA_DAYS, ISSUE_DAYS
+
+    pki = sub.add_parser(
+        "pki", help="a small certificate authority for TLS and mutual TLS",
+        description="Create a federation CA and issue certificates for the services and the "
+        "participants (PEM files; keys are written 0600, files never overwritten).",
+    )
+    actions = pki.add_subparsers(dest="action", required=True)
+    init = actions.add_parser(
+        "init-ca", help="create ca.pem and ca-key.pem",
+        description="Create a self-signed CA certificate and key in --out.",
+    )
+    init.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+    init.add_argument("--name", default="fedclust federation CA", help="the CA's common name")
+    init.add_argument(
+        "--days", type=int, default=CA_DAYS, help=f"validity in days (default {CA_DAYS})"
+    )
+    issue = actions.add_parser(
+        "issue", help="issue NAME.pem and NAME-key.pem",
+        description="Issue a certificate for a service or a participant (common name and DNS "
+        "name NAME; usable as server and as client certificate). A participant's certificate "
+        "must be issued under its participant id.",
+    )
+    issue.add_argument("name", metavar="NAME", help="a participant id or a host name")
+    issue.add_argument("--ca", required=True, metavar="DIR", help="folder of ca.pem, ca-key.pem")
+    issue.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+    issue.add_argument(
+        "--dns", action="append", default=[], metavar="NAME",
+        help="another DNS name of a server (repeatable), e.g. localhost",
+    )
+    issue.add_argument(
+        "--ip", action="append", default=[], metavar="ADDRESS",
+        help="an IP address of a server (repeatable), e.g. 127.0.0.1",
+    )
+    issue.add_argument(
+        "--days", type=int, default=ISSUE_DAYS,
+        help=f"validity in days (default {ISSUE_DAYS}, at most the CA's)",
+    )
+
+
+def _pki(args: argparse.Namespace) -> int:
+    from fedclust import pki
+
+    if args.action == "init-ca":
+        files = pki.init_ca(args.out, name=args.name, days=args.days)
+    else:
+        files = pki.issue(
+            args.name, args.ca, args.out, dns=args.dns, ips=args.ip, days=args.days
+        )
+    print(f"wrote {files.certificate} and {files.key}")
+    return 0
+
+
 def _add_audit_parser(sub: Any) -> None:
     audit = sub.add_parser(
         "audit", help="check or summarise a participant's audit log",
@@ -525,6 +629,22 @@ def _add_audit_parser(sub: Any) -> None:
         description="Check every line and the hash chain; exit 1 naming the first broken line.",
     )
     verify.add_argument("log", metavar="LOG", help="the audit log (JSON lines)")
+    verify.add_argument(
+        "--public-key", metavar="KEY",
+        help="the participant's Ed25519 identity: its public key (base64, as the coordinator's "
+        "participant list shows it) or its identity key file; every line must be signed by it",
+    )
+    verify.add_argument(
+        "--receipts", metavar="FILE",
+        help="the coordinator's receipts for this log (JSON, from `fedclust audit receipts`); "
+        "every line they name must be there unchanged",
+    )
+    receipts = actions.add_parser(
+        "receipts", help="fetch the coordinator's receipts for a participant's audit log",
+        description="Print, as JSON, every audit-log head the participant anchored at the "
+        "coordinator, for `fedclust audit verify --receipts`.",
+    )
+    receipts.add_argument("--config", required=True, metavar="FILE", help="participant.toml")
     show = actions.add_parser(
         "show", help="what was revealed, to whom, in what form",
         description="Summarise per job, recipient and kind of message the fields sent, "
@@ -536,12 +656,30 @@ def _add_audit_parser(sub: Any) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from fedclust.participant.audit import format_summary, show, verify
+    from fedclust.participant.audit import (
+        format_summary,
+        load_receipts,
+        public_key_from,
+        show,
+        verify,
+    )
 
+    if args.action == "receipts":
+        print(json.dumps(_fetch_receipts(args.config), indent=2))
+        return 0
     if args.action == "verify":
-        report = verify(args.log)
+        report = verify(
+            args.log,
+            public_key=None if args.public_key is None else public_key_from(args.public_key),
+            receipts=() if args.receipts is None else load_receipts(args.receipts),
+        )
         if report.ok:
-            print(f"ok: {report.records} records, chain intact")
+            anchors = [
+                f"{report.signed} signed by the given key" if args.public_key else "",
+                "every receipt matches" if args.receipts else "",
+            ]
+            extra = "".join(f", {a}" for a in anchors if a)
+            print(f"ok: {report.records} records, chain intact{extra}")
             return 0
         print(
             f"{args.log}: line {report.broken_line} {report.reason}; the chain is broken "
@@ -561,6 +699,24 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         print(format_summary(summary))
     return 0
+
+
+def _fetch_receipts(config_path: str) -> list[dict[str, Any]]:
+    """The participant's receipts from its coordinator (authenticated with its own token)."""
+    from fedclust.participant.config import ParticipantConfig
+
+    config = ParticipantConfig.from_file(config_path)
+    response = httpx.get(
+        f"{config.coordinator_url}/api/v1/audit/heads/{config.id}",
+        headers={"Authorization": f"Bearer {config.token}"}, timeout=30.0,
+    )
+    if response.status_code != 200:
+        raise ValueError(
+            f"{config.coordinator_url} did not hand out the receipts of {config.id!r}: "
+            f"HTTP {response.status_code}"
+        )
+    receipts: list[dict[str, Any]] = response.json()
+    return receipts
 
 
 def format_disclosures(ledger: DisclosureLedger) -> str:
@@ -627,6 +783,9 @@ def _simulate(args: argparse.Namespace) -> int:
         doc = run_in_process(federation, spec, min_cohort=args.min_cohort)
     else:
         doc = simulate(federation, min_cohort=args.min_cohort, **params).to_document()
+    doc = with_feature_names(doc, federation.feature_names)
+    if args.out is not None:
+        write_exports(doc, args.out)
     if args.json:
         print(doc.model_dump_json(indent=2))
     else:
@@ -669,7 +828,7 @@ def _coordinator(args: argparse.Namespace) -> int:
 
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level="warning",
-        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN,
+        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN, **settings.tls.uvicorn_options(),
     )
     Server(config).run()
     return 0
@@ -685,7 +844,7 @@ def _counter(args: argparse.Namespace) -> int:
     _log_to_stderr()
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN,
+        timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN, **settings.tls.uvicorn_options(),
     )
     return 0
 
@@ -822,6 +981,9 @@ def _job(args: argparse.Namespace) -> int:
             finally:
                 line.close()
             return print_job_result(client, job, as_json=args.json)
+        if args.action == "list":
+            print(format_job_list(client.jobs(), as_json=args.json))
+            return 0
         if args.action == "status":
             job = client.job(args.job_id)
             if args.json:
@@ -833,7 +995,9 @@ def _job(args: argparse.Namespace) -> int:
             if args.disclosures:
                 print(client.disclosures(args.job_id).model_dump_json(indent=2))
                 return 0
-            doc = client.result(args.job_id)
+            doc = with_feature_names(client.result(args.job_id), args.feature_names)
+            if args.out is not None:
+                write_exports(doc, args.out)
             if args.json:
                 print(doc.model_dump_json(indent=2))
             else:
@@ -843,6 +1007,20 @@ def _job(args: argparse.Namespace) -> int:
         job = client.cancel(args.job_id)
         print(job.model_dump_json(indent=2) if args.json else f"job {job.id} {job.state}")
         return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from fedclust.plot import MISSING, read_data, write_plots
+
+    if importlib.util.find_spec("matplotlib") is None:
+        print(MISSING, file=sys.stderr)
+        return 2
+
+    doc = ResultDocument.model_validate_json(args.result.read_text(encoding="utf-8"))
+    data = read_data(args.data, feature_names(doc)) if args.data is not None else None
+    for path in write_plots(doc, args.out, data):
+        print(path)
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -860,6 +1038,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers: dict[str, Any] = {
         "simulate": _simulate, "coordinator": _coordinator, "counter": _counter,
         "participant": _participant, "job": _job, "demo": _demo, "audit": _audit,
+        "pki": _pki, "plot": _plot,
     }
     command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
     try:
@@ -871,8 +1050,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fedclust {command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     except (
-        ValueError, FileNotFoundError, RefusedError, ProtocolError, PermissionError, TimeoutError,
-        RuntimeError,
+        ValueError, FileNotFoundError, FileExistsError, RefusedError, ProtocolError,
+        PermissionError, TimeoutError, RuntimeError,
     ) as exc:
         print(f"fedclust {command}: error: {exc}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from fedclust.protocol.messages import (
     ParticipantPublic,
     ResultDocument,
 )
+from fedclust.protocol.tls import CLIENT_KEYS, TlsSettings
 
 __all__ = [
     "TERMINAL_STATES",
@@ -73,20 +74,32 @@ def _detail(response: httpx.Response) -> str:
 
 @dataclass(frozen=True)
 class AnalystConfig:
-    """Where the coordinator is and the analyst's bearer token (never shown by ``repr``)."""
+    """Where the coordinator is, the analyst's bearer token (never shown by ``repr``) and
+    the TLS settings of an ``https://`` coordinator (``[tls]``: ``ca``, and ``certificate``
+    and ``key`` under mutual TLS; see :mod:`protocol.tls`)."""
 
     coordinator_url: str
     token: str = field(repr=False)
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> AnalystConfig:
-        """Read ``[analyst] coordinator_url = "..." token = "..."`` from a TOML file."""
-        with Path(path).open("rb") as fh:
+        """Read ``[analyst] coordinator_url = "..." token = "..."`` and an optional ``[tls]``
+        (paths relative to the file) from a TOML file."""
+        file = Path(path)
+        with file.open("rb") as fh:
             doc = tomllib.load(fh)
         section = doc.get("analyst")
         if not isinstance(section, dict):
             raise ValueError(f"{path}: missing the [analyst] table")
-        return cls._checked(section.get("coordinator_url"), section.get("token"), str(path))
+        config = cls._checked(section.get("coordinator_url"), section.get("token"), str(path))
+        try:
+            tls = TlsSettings.from_table(
+                doc.get("tls"), base=file.resolve().parent, allowed=CLIENT_KEYS
+            )
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        return cls(coordinator_url=config.coordinator_url, token=config.token, tls=tls)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AnalystConfig:
@@ -130,6 +143,7 @@ class AnalystClient:
             headers={"Authorization": f"Bearer {config.token}"},
             transport=transport,
             timeout=timeout,
+            verify=config.tls.httpx_verify(),
         )
 
     def close(self) -> None:

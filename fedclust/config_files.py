@@ -13,13 +13,14 @@ end-to-end tests use it.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from fedclust.crypto.tokens import new_token, token_sha256
 
@@ -266,6 +267,7 @@ def write_federation(
     min_participants: int = 3,
     task_timeout_seconds: float = 600,
     analyst: str = "analyst",
+    tls: Literal["none", "tls", "mutual"] = "none",
 ) -> FederationFiles:
     """Write coordinator, counting, analyst and one participant config per ``data`` entry.
 
@@ -276,13 +278,18 @@ def write_federation(
         coordinator_port, counting_port, host: where the two services listen.
         columns: the feature columns every participant reads (all numeric ones if None).
         label_column: every participant's label column (model-based jobs), if any.
+        tls: "tls" serves both services over HTTPS with certificates of a fresh CA in
+            ``root/pki`` (:mod:`fedclust.pki`); "mutual" also requires every client's
+            certificate, a participant's issued under its id.
 
     Every credential is fresh; config files holding a token are written 0600.
     """
     root_path = Path(root).resolve()
     root_path.mkdir(parents=True, exist_ok=True)
-    coordinator_url = f"http://{host}:{coordinator_port}"
-    counting_url = f"http://{host}:{counting_port}"
+    scheme = "http" if tls == "none" else "https"
+    coordinator_url = f"{scheme}://{host}:{coordinator_port}"
+    counting_url = f"{scheme}://{host}:{counting_port}"
+    tables = _federation_tls(root_path, tls, host=host, clients=[*data, analyst])
     analyst_cred, coordinator_cred = new_credential(), new_credential()
     part_creds = {pid: new_credential() for pid in data}
     hashes = {pid: c.token_sha256 for pid, c in part_creds.items()}
@@ -294,7 +301,7 @@ def write_federation(
             counting_url=counting_url, counting_token=coordinator_cred.token,
             analysts={analyst: analyst_cred.token_sha256}, participants=hashes,
             task_timeout_seconds=task_timeout_seconds,
-        ),
+        ) | tables.get("coordinator", {}),
         private=True,
     )
     counting = write_toml(
@@ -304,11 +311,12 @@ def write_federation(
             database_url=f"sqlite:///{root_path / 'counting.db'}",
             coordinator_token_sha256=coordinator_cred.token_sha256, participants=hashes,
             min_participants=min_participants,
-        ),
+        ) | tables.get("counting", {}),
     )
     client = write_toml(
         root_path / "analyst.toml",
-        analyst_config(coordinator_url=coordinator_url, token=analyst_cred.token),
+        analyst_config(coordinator_url=coordinator_url, token=analyst_cred.token)
+        | tables.get(analyst, {}),
         private=True,
     )
     participants = {
@@ -318,7 +326,7 @@ def write_federation(
                 participant_id=pid, coordinator_url=coordinator_url, counting_url=counting_url,
                 token=cred.token, state_dir=f"state-{pid}", data_path=data[pid],
                 columns=columns, label_column=label_column, audit_log=f"audit-{pid}.jsonl",
-            ),
+            ) | tables.get(pid, {}),
             private=True,
         )
         for pid, cred in part_creds.items()
@@ -328,3 +336,41 @@ def write_federation(
         participants=participants, coordinator_url=coordinator_url, counting_url=counting_url,
         analyst_token=analyst_cred.token,
     )
+
+
+def _federation_tls(
+    root: Path, mode: Literal["none", "tls", "mutual"], *, host: str, clients: Sequence[str]
+) -> dict[str, dict[str, Table | list[Table]]]:
+    """Per config (service or client name): its ``{"tls": ...}`` part; a CA in ``root/pki``."""
+    if mode == "none":
+        return {}
+    from fedclust import pki
+
+    folder = root / "pki"
+    pki.init_ca(folder)
+    dns, ips = (["localhost"], [host]) if _is_ip(host) else ([host], [])
+    for service in ("coordinator", "counting"):
+        pki.issue(service, folder, folder, dns=dns, ips=ips)
+    ca = {"ca": "pki/ca.pem"}
+
+    def own(name: str) -> dict[str, Value]:
+        return {"certificate": f"pki/{name}.pem", "key": f"pki/{name}-key.pem"}
+
+    mutual = {"client_ca": "pki/ca.pem"} if mode == "mutual" else {}
+    tables: dict[str, dict[str, Table | list[Table]]] = {
+        "coordinator": {"tls": own("coordinator") | ca | mutual},
+        "counting": {"tls": own("counting") | mutual},
+    }
+    for name in clients:
+        if mode == "mutual":
+            pki.issue(name, folder, folder)
+        tables[name] = {"tls": ca | (own(name) if mode == "mutual" else {})}
+    return tables
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from fedclust.protocol.messages import ResultDocument
+from pydantic import TypeAdapter
+
+from fedclust.exports import feature_names
+from fedclust.protocol.messages import JobPublic, ResultDocument
+
+_JOB_LIST = TypeAdapter(list[JobPublic])
 
 
 def format_result(doc: ResultDocument, *, title: str) -> str:
@@ -35,13 +40,20 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
         )
     selected = next(e for e in doc.sweep if e.k == doc.k_selected)
     lines.append(f"centers at K = {doc.k_selected}:")
+    names = feature_names(doc)
+    lines.append("  center  " + "  ".join(f"{_cell(n):>10}" for n in names))
     for j, row in enumerate(selected.centers):
         if row is None:
-            lines.append(f"  center {j} withheld (see notes)")
+            lines.append(f"  {j:>6}  withheld (see notes)")
         else:
-            lines.append("  [" + ", ".join(f"{v:10.4f}" for v in row) + " ]")
+            lines.append(f"  {j:>6}  " + "  ".join(f"{v:10.4f}" for v in row))
     lines.extend(f"note: {note}" for note in doc.notes)
     return "\n".join(lines)
+
+
+def _cell(name: str) -> str:
+    """A column header cut to the 10 characters of a center cell."""
+    return name if len(name) <= 10 else name[:9] + "~"
 
 
 def _format_groups(doc: ResultDocument, *, title: str) -> str:
@@ -71,3 +83,32 @@ def _format_groups(doc: ResultDocument, *, title: str) -> str:
         lines.append(f"stopped: {doc.stop_reason}")
     lines.extend(f"note: {note}" for note in doc.notes)
     return "\n".join(lines)
+
+
+def format_job_list(jobs: list[JobPublic], *, as_json: bool) -> str:
+    """The analyst's jobs, one line each (id, algorithm, state, created, progress), or the
+    list as JSON."""
+    if as_json:
+        return _JOB_LIST.dump_json(jobs, indent=2).decode()
+    if not jobs:
+        return "no jobs"
+    lines = [f"{'id':<36}  {'algorithm':<12}  {'state':<10}  {'created':<20}  progress"]
+    for job in jobs:
+        created = job.created_at.strftime("%Y-%m-%d %H:%M:%S")
+        lines.append(
+            f"{job.id:<36}  {job.spec.algorithm:<12}  {job.state:<10}  {created:<20}  "
+            f"{_progress(job)}"
+        )
+    return "\n".join(lines)
+
+
+def _progress(job: JobPublic) -> str:
+    p = job.progress
+    if p is None:
+        return "-"
+    parts = [p.stage]
+    if p.k is not None:
+        parts.append(f"K={p.k}")
+    if p.round is not None:
+        parts.append(f"round {p.round}")
+    return " ".join(parts)

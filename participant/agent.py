@@ -41,8 +41,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,10 +67,10 @@ from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.rosters import RosterBook
 from fedclust.participant.secure import PeerPins, SecureSession, load_identity
 from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.audit_wire import AuditHead
 from fedclust.protocol.blobs import BLOB_KEY, digest, inline
 from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.rows import as_rows
+from fedclust.protocol.rows import Rows, RowSource, largest_magnitude
 from fedclust.protocol.secure_wire import b64
 
 __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
@@ -86,7 +88,10 @@ STEP_KINDS: Final = frozenset(
 
 _JOBS_IN_MEMORY: Final = 4
 _BLOBS_IN_MEMORY: Final = 16
+_HOLD_TASKS: Final = (msg.HoldLocalFcmTask, msg.HoldKmeansInitTask, msg.HoldKmeansStepTask)
 _REASON_MAX: Final = 2000
+#: An idle agent anchors its audit log's head at the coordinator at most this often (s).
+AUDIT_ANCHOR_SECONDS: Final = 30.0
 _STATE_VERSION: Final = 1
 
 
@@ -182,6 +187,41 @@ class StateStore:
                 "operator must repair or remove it"
             ) from None
 
+    def save_held(self, job_id: str, local: LocalParticipant) -> None:
+        """Save the local centers a hold task kept (mode 0600: they describe the data)."""
+        held = local.held
+        if held is None:
+            return
+        points, objective = held
+        file = self.path(job_id).with_suffix(".held.npz")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(file.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, points=points.points, weights=points.weights,
+                     objective=np.float64(objective))
+        os.replace(tmp, file)
+
+    def load_held(self, job_id: str, local: LocalParticipant) -> bool:
+        """Restore the saved held centers of ``job_id`` into ``local`` (False: none saved).
+
+        Raises:
+            ValueError: the file is damaged (a reason without local paths).
+        """
+        file = self.path(job_id).with_suffix(".held.npz")
+        if not file.exists():
+            return False
+        try:
+            with np.load(file, allow_pickle=False) as saved:
+                local.restore_held(saved["points"], saved["weights"], float(saved["objective"]))
+        except (OSError, KeyError, ValueError) as exc:
+            log.error("job %s: %s is damaged (%s)", job_id, file, exc)
+            raise ValueError(
+                f"the agent's saved local centers of job {job_id!r} are damaged; the "
+                "participant's operator must repair or remove them"
+            ) from None
+        return True
+
     def save(self, job_id: str, state: JobState) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         file = self.path(job_id)
@@ -232,18 +272,20 @@ def run_agent(
             f"need 0 < retry_initial <= retry_max; got {retry_initial} and {retry_max}."
         )
     stop = stop if stop is not None else threading.Event()
-    audit = AuditLog(config.audit_path)
     identity = load_identity(config.identity_path)
-    X = config.data.load()
+    audit = AuditLog(config.audit_path, identity=identity)
+    rows = config.data.rows()
     y = config.data.load_labels()
-    if y is not None and y.shape[0] != X.shape[0]:
+    if y is not None and y.shape[0] != rows.n_rows:
         raise ValueError(f"data file {config.data.path}: the label column has the wrong length.")
     try:
-        declaration = config.policy.declare(X)
+        declaration = config.policy.declare_extent(rows.n_rows, largest_magnitude(rows))
     except ValueError as exc:
         raise ValueError(f"data file {config.data.path}: {exc}") from None
     log.info(
-        "participant %s: %d features from %s", config.id, X.shape[1], config.data.path.name
+        "participant %s: %d features from %s%s", config.id, rows.n_features,
+        config.data.path.name,
+        f" (re-read in chunks of {config.data.memory_mb} MiB)" if config.data.stream else "",
     )
     log.info(
         "participant %s: declares %s (%s) and value_bound=%r (%s) to every coordinator",
@@ -254,22 +296,25 @@ def run_agent(
     )
     auth = {"Authorization": f"Bearer {config.token}"}
     timeout = httpx.Timeout(30.0, read=poll_wait + 30.0)
+    verify = config.tls.httpx_verify()  # https:// services: [tls] ca, client certificate
     with (
         httpx.Client(
             base_url=config.coordinator_url + "/api/v1",
             headers=auth,
             transport=transport,
             timeout=timeout,
+            verify=verify,
         ) as coordinator,
         httpx.Client(
             base_url=config.counting_url + "/api/v1",
             headers=auth,
             transport=counting_transport,
             timeout=timeout,
+            verify=verify,
         ) as counting,
     ):
         agent = _Agent(
-            config, X, labels=y, stop=stop, coordinator=coordinator, counting=counting,
+            config, rows, labels=y, stop=stop, coordinator=coordinator, counting=counting,
             audit=audit,
             identity=identity, poll_wait=poll_wait, retry_initial=retry_initial,
             retry_max=retry_max,
@@ -283,7 +328,7 @@ class _Agent:
     def __init__(
         self,
         config: ParticipantConfig,
-        X: FloatArray,
+        rows: RowSource,
         *,
         labels: NDArray[np.int64] | None = None,
         stop: threading.Event,
@@ -297,9 +342,9 @@ class _Agent:
     ) -> None:
         self._config = config
         self._identity = identity
-        X.flags.writeable = False  # shared by every job, never modified
-        self._X = X
-        self._rows = as_rows(X, name=f"data of participant {config.id!r}")
+        if isinstance(rows, Rows):
+            rows.X.flags.writeable = False  # shared by every job, never modified
+        self._rows = rows
         self._labels = labels
         self._stop = stop
         self._coordinator = coordinator
@@ -313,13 +358,17 @@ class _Agent:
         self._rosters = RosterBook(config.state_dir / "rosters.json")
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._blobs: OrderedDict[str, bytes] = OrderedDict()  # by SHA-256, least recent first
+        self._anchored_line = 0  # the log's line that recorded the last head sent
+        self._anchored_at = -math.inf
 
     # -- loop ------------------------------------------------------------------------------
     def run(self) -> None:
         self._enrol()
+        self._anchored_line = self._audit.head()[0]  # anchoring starts with the first task
         task: msg.Task | None = None
         while not self._stop.is_set():
             if task is None:
+                self._anchor_audit_head()
                 task = self._next_task()
             else:  # the answer's response carries the next task
                 task = self._submit(task.job_id, task.task_id, self._answer(task))
@@ -327,7 +376,7 @@ class _Agent:
     def _enrol(self) -> None:
         enrolment = msg.Enrolment.model_validate(
             {
-                "n_features": int(self._X.shape[1]),
+                "n_features": self._rows.n_features,
                 "allowed_algorithms": sorted(self._config.policy.allowed_algorithms),
                 "agent_version": _version(),
                 "identity_key": b64(self._identity.public_bytes()),
@@ -344,6 +393,28 @@ class _Agent:
                 f"HTTP {response.status_code} {_detail(response)}"
             )
         log.info("participant %s: enrolled with the coordinator", self._config.id)
+
+    def _anchor_audit_head(self) -> None:
+        """Send the audit log's head to the coordinator when lines were added since the last
+        one (besides that head's own line) and AUDIT_ANCHOR_SECONDS have passed."""
+        seq, line_sha256 = self._audit.head()
+        now = time.monotonic()
+        if seq <= self._anchored_line or now - self._anchored_at < AUDIT_ANCHOR_SECONDS:
+            return
+        head = AuditHead(
+            seq=seq, line_sha256=line_sha256,
+            signature=b64(self._identity.sign_audit("head", seq, line_sha256)),
+        )
+        response = self._request(
+            self._coordinator, "POST", "/audit/heads", what="audit head",
+            body=_Body(head, recipient="coordinator", what="audit_head", kind="audit_head"),
+        )
+        self._anchored_line, self._anchored_at = self._audit.head()[0], now
+        if not response.is_success:
+            log.warning(
+                "participant %s: the coordinator refused audit head %d: HTTP %d %s",
+                self._config.id, seq, response.status_code, _detail(response),
+            )
 
     def _next_task(self) -> msg.Task | None:
         response = self._request(
@@ -449,6 +520,11 @@ class _Agent:
         if isinstance(reply, msg.RefusalReply):
             log.info("job %s task %d: refused (%s)", task.job_id, task.task_id, reply.reason)
             return reply
+        if isinstance(spec, _HOLD_TASKS):
+            try:
+                self._states.save_held(task.job_id, job.local)
+            except OSError as exc:
+                return self._unsaved(task.job_id, "the held centers", exc)
         begins_sum = False
         if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask):
             begins_sum = True
@@ -468,13 +544,18 @@ class _Agent:
             try:
                 self._states.save(task.job_id, state)
             except OSError as exc:
-                self._jobs.pop(task.job_id, None)  # memory and disk disagree: rebuild later
-                log.error("job %s: cannot save the agent's state (%s)", task.job_id, exc)
-                return msg.RefusalReply(
-                    reason=_clip(f"participant {self._config.id!r} cannot save its state "
-                                 f"for this job ({exc.strerror})")
-                )
+                return self._unsaved(task.job_id, "the agent's state", exc)
         return reply
+
+    def _unsaved(self, job_id: str, what: str, exc: OSError) -> msg.RefusalReply:
+        """The refusal of an answer whose state could not be saved (memory and disk would
+        disagree: the job is rebuilt from disk when next asked)."""
+        self._jobs.pop(job_id, None)
+        log.error("job %s: cannot save %s (%s)", job_id, what, exc)
+        return msg.RefusalReply(
+            reason=_clip(f"participant {self._config.id!r} cannot save its state for this job "
+                         f"({exc.strerror})")
+        )
 
     def _require_roster(self, task: msg.Task) -> None:
         """The roster rule (``participant.rosters``): evaluated on the job's declare task;
@@ -501,10 +582,13 @@ class _Agent:
             policy=self._config.policy,
             count_sink=self._count_sink(job_id),
         )
-        # Model-based tasks (torch imported only when one arrives; refused without labels).
-        local.model_tasks = ModelTasks(
-            self._X, self._labels, name=self._config.id, state=self._states.path(job_id)
-        )
+        # Model-based tasks (torch imported only when one arrives; refused without labels,
+        # and by an agent that streams its rows).
+        if isinstance(self._rows, Rows):
+            local.model_tasks = ModelTasks(
+                self._rows.X, self._labels, name=self._config.id,
+                state=self._states.path(job_id),
+            )
         for s in state.standardisations:
             try:
                 local.apply_standardisation(np.asarray(s.mean), np.asarray(s.scale))
@@ -515,6 +599,8 @@ class _Agent:
                 ) from None
         if state.standardisations:
             log.info("job %s: re-applied the saved standardisation", job_id)
+        if self._states.load_held(job_id, local):
+            log.info("job %s: took up the local centers held before a restart", job_id)
         secure = SecureStages(
             SecureSession(
                 local, participant_id=self._config.id, job_id=job_id, identity=self._identity,
@@ -650,8 +736,8 @@ class _Agent:
                 recorded = True
             try:
                 response = client.request(method, url, **kwargs)
-            except httpx.TransportError as exc:
-                problem = type(exc).__name__
+            except httpx.TransportError as exc:  # the text names e.g. a TLS verification error
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if response.status_code < 500 and response.status_code != 429:
                     return response

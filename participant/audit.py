@@ -17,28 +17,47 @@ spaces, ASCII)::
 - Every line is flushed and fsynced before the body is sent. Opening an existing log checks
   its last line and continues its chain.
 
+A chain alone proves nothing against whoever can write the file: a truncated or emptied log,
+or one edited and re-chained, is still a chain. Two anchors close that:
+
+- ``sig``: the agent signs each line's ``hash`` with its Ed25519 identity key, whose public
+  half the coordinator registered at enrolment. A line rewritten without that key fails
+  ``verify(public_key=...)``.
+- Receipts: now and then the agent sends the coordinator its head (line number and the
+  SHA-256 of that line's text, signed); the coordinator keeps it with the time it arrived.
+  ``verify(receipts=...)`` checks that every line a receipt names is still there, unchanged,
+  so a truncated, emptied or rewritten log fails even against whoever holds the key.
+
+What it does not prove: that the agent recorded everything it sent (the agent's own code is
+trusted to record before sending), nor anything about lines written after the last receipt
+by someone holding the identity key.
+
 :func:`show` answers "what did we reveal, to whom, in what form": per job, per recipient,
 per kind of message, the fields with their shapes and protection and the number of messages.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from fedclust.crypto.masking import IdentityKey, audit_signature_valid
 from fedclust.protocol.messages import field_protection, wire_fields
 
 __all__ = [
     "GENESIS",
     "AuditError",
     "AuditLog",
+    "AuditReceipt",
     "AuditSummary",
     "FieldSummary",
     "KindSummary",
@@ -46,6 +65,8 @@ __all__ = [
     "canonical",
     "describe_body",
     "format_summary",
+    "load_receipts",
+    "public_key_from",
     "show",
     "verify",
 ]
@@ -57,6 +78,7 @@ _KEYS: Final = frozenset(
     {"seq", "time", "job", "task_id", "recipient", "what", "kind", "fields", "sha256",
      "prev", "hash"}
 )
+_SIGNED_KEYS: Final = _KEYS | {"sig"}
 
 
 class AuditError(ValueError):
@@ -87,11 +109,25 @@ def describe_body(body: bytes, kind: str = "") -> list[dict[str, Any]]:
     ]
 
 
-class AuditLog:
-    """An open audit log; :meth:`record` appends one line (thread-safe)."""
+@dataclass(frozen=True)
+class AuditReceipt:
+    """The coordinator's record that line ``seq`` of a log had text hashing to
+    ``line_sha256`` when it arrived at ``received_at``."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    seq: int
+    line_sha256: str
+    received_at: str = ""
+
+
+class AuditLog:
+    """An open audit log; :meth:`record` appends one line (thread-safe), signed by
+    ``identity`` when given."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, identity: IdentityKey | None = None
+    ) -> None:
         self.path = Path(path)
+        self._identity = identity
         self._lock = threading.Lock()
         self._seq = 0
         self._prev = GENESIS
@@ -135,6 +171,10 @@ class AuditLog:
                 "prev": self._prev,
             }
             record["hash"] = _sha256(canonical(record))
+            if self._identity is not None:
+                record["sig"] = base64.b64encode(
+                    self._identity.sign_audit("line", record["hash"])
+                ).decode("ascii")
             line = canonical(record)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
@@ -147,6 +187,11 @@ class AuditLog:
                 os.close(fd)
             self._seq, self._prev = record["seq"], _sha256(line)
             return record
+
+    def head(self) -> tuple[int, str]:
+        """(number of the last line, SHA-256 of its text); (0, GENESIS) for an empty log."""
+        with self._lock:
+            return self._seq, self._prev
 
 
 def _last_line(path: Path) -> tuple[int, str] | None:
@@ -168,13 +213,13 @@ def _check_record(text: str, *, seq: int, prev: str | None) -> str | None:
         record = json.loads(text)
     except ValueError:
         return "is not JSON"
-    if not isinstance(record, dict) or set(record) != _KEYS:
+    if not isinstance(record, dict) or set(record) not in (_KEYS, _SIGNED_KEYS):
         return "is not an audit record (wrong keys)"
     if canonical(record) != text:
         return "is not in canonical form (edited by hand?)"
     if record["seq"] != seq:
         return f"has seq {record['seq']!r}, expected {seq} (a line deleted or moved?)"
-    body = {k: v for k, v in record.items() if k != "hash"}
+    body = {k: v for k, v in record.items() if k not in ("hash", "sig")}
     if record["hash"] != _sha256(canonical(body)):
         return "does not match its hash (its content was changed)"
     if prev is not None and record["prev"] != prev:
@@ -184,38 +229,124 @@ def _check_record(text: str, *, seq: int, prev: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """The outcome of :func:`verify`: ``ok``, the number of records read, and the first
-    broken line (1-based) with the reason."""
+    """The outcome of :func:`verify`: ``ok``, the number of records read, the first broken
+    line (1-based) with the reason, and how many lines carry a signature."""
 
     records: int
     broken_line: int | None = None
     reason: str | None = None
+    signed: int = 0
 
     @property
     def ok(self) -> bool:
         return self.broken_line is None
 
 
-def verify(path: str | os.PathLike[str]) -> VerifyReport:
-    """Check every line of the log and the chain between them.
+def _signature_problem(record: dict[str, Any], public_key: bytes) -> str | None:
+    if "sig" not in record:
+        return "is not signed (a line written without the identity key?)"
+    try:
+        signature = base64.b64decode(record["sig"], validate=True)
+    except (binascii.Error, TypeError):
+        return "has a signature that is not base64"
+    if not audit_signature_valid(public_key, signature, "line", record["hash"]):
+        return "is not signed by the given identity key (rewritten?)"
+    return None
+
+
+def verify(
+    path: str | os.PathLike[str],
+    *,
+    public_key: bytes | None = None,
+    receipts: Sequence[AuditReceipt] = (),
+) -> VerifyReport:
+    """Check every line of the log and the chain between them; with ``public_key``, every
+    line's signature; with ``receipts``, that each line a receipt names is there unchanged.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
     """
-    prev, count = GENESIS, 0
+    wanted: dict[int, list[AuditReceipt]] = {}
+    for receipt in receipts:
+        wanted.setdefault(receipt.seq, []).append(receipt)
+    prev, count, signed = GENESIS, 0, 0
     with Path(path).open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if not raw.endswith(b"\n"):
-                return VerifyReport(count, number, "is incomplete (no line end)")
+                return VerifyReport(count, number, "is incomplete (no line end)", signed)
             try:
                 text = raw[:-1].decode("ascii")
             except UnicodeDecodeError:
-                return VerifyReport(count, number, "is not ASCII JSON")
+                return VerifyReport(count, number, "is not ASCII JSON", signed)
             problem = _check_record(text, seq=number, prev=prev)
+            record = json.loads(text) if problem is None else {}
+            if problem is None and public_key is not None:
+                problem = _signature_problem(record, public_key)
+            digest = _sha256(text)
+            if problem is None and any(r.line_sha256 != digest for r in wanted.get(number, ())):
+                problem = "differs from the line the coordinator gave a receipt for (rewritten?)"
             if problem is not None:
-                return VerifyReport(count, number, problem)
-            prev, count = _sha256(text), number
-    return VerifyReport(count)
+                return VerifyReport(count, number, problem, signed)
+            signed += "sig" in record
+            prev, count = digest, number
+    if wanted and max(wanted) > count:
+        last = max(wanted)
+        return VerifyReport(
+            count, count + 1,
+            f"is missing: the log ends at line {count} but the coordinator holds a receipt for "
+            f"line {last} (truncated?)",
+            signed,
+        )
+    return VerifyReport(count, signed=signed)
+
+
+def load_receipts(path: str | os.PathLike[str]) -> list[AuditReceipt]:
+    """Receipts from a JSON file (a list of ``{"seq", "line_sha256", ...}`` objects, as
+    ``fedclust audit receipts`` prints them).
+
+    Raises:
+        ValueError: the file is not such a list; the message names the file.
+    """
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        receipts = [
+            AuditReceipt(
+                seq=int(r["seq"]), line_sha256=str(r["line_sha256"]),
+                received_at=str(r.get("received_at", "")),
+            )
+            for r in doc
+        ]
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise ValueError(
+            f"{path}: not a receipts file ({type(exc).__name__}); expected the JSON list "
+            "`fedclust audit receipts` prints"
+        ) from None
+    return receipts
+
+
+def public_key_from(value: str) -> bytes:
+    """An Ed25519 public key from base64 (32 bytes) or from an identity key file.
+
+    Raises:
+        ValueError: neither; the message says what was expected.
+    """
+    file = Path(value)
+    if file.is_file():
+        try:
+            private = base64.b64decode(file.read_text(encoding="ascii").strip(), validate=True)
+            return IdentityKey.from_private_bytes(private).public_bytes()
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise ValueError(f"{value}: not an identity key file (base64 of 32 bytes)") from None
+    try:
+        public = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        public = b""
+    if len(public) != 32:
+        raise ValueError(
+            f"--public-key {value!r} is neither an identity key file nor a base64 Ed25519 "
+            "public key (32 bytes)"
+        )
+    return public
 
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:

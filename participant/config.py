@@ -11,6 +11,11 @@
     audit_log = "audit-hospital-a.jsonl"    # default: audit-<id>.jsonl (participant.audit)
     identity_key = "identity-hospital-a.key" # default: identity-<id>.key, created if absent
 
+    [tls]                                   # optional: https:// services (protocol.tls)
+    ca = "pki/ca.pem"                       # the CA the services' certificates chain to
+    certificate = "pki/hospital-a.pem"      # mutual TLS: this organisation's certificate
+    key = "pki/hospital-a-key.pem"
+
     [peers]                                 # optional: peers' identity keys known up front
     hospital-b = "<base64 Ed25519 public key>"   # (else pinned when first seen)
 
@@ -19,6 +24,9 @@
     columns = ["x", "y"]                    # optional; .npy: column indices
     label_column = "label"                  # optional; .npy: an index. Integer class labels
                                             # for model-based jobs (fed-distill); never a feature
+    stream = false                          # optional: true re-reads the file in chunks for
+                                            # every statistic instead of holding it in memory
+    memory_mb = 256                         # optional: the chunks' memory budget
 
     [policy]                                # optional; defaults: participant.policy.Policy
     allowed_algorithms = ["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed"]
@@ -48,7 +56,7 @@ import importlib
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +68,14 @@ from fedclust.participant.policy import ALGORITHMS, ROSTER_RULES, Policy
 from fedclust.protocol._validation import FloatArray, check_data
 from fedclust.protocol.config_toml import only_keys, read_toml
 from fedclust.protocol.declaration import is_power_of_two
+from fedclust.protocol.rows import (
+    DEFAULT_BUDGET_BYTES,
+    ChunkedRows,
+    RowSource,
+    as_rows,
+    chunk_rows,
+)
+from fedclust.protocol.tls import CLIENT_KEYS, TlsSettings
 
 __all__ = ["DataSource", "ParticipantConfig", "load_data"]
 
@@ -81,10 +97,19 @@ class DataSource:
     path: Path
     columns: tuple[str, ...] | tuple[int, ...] | None = None
     label_column: str | int | None = None
+    stream: bool = False
+    memory_mb: int = DEFAULT_BUDGET_BYTES >> 20
 
     def load(self) -> FloatArray:
         """The rows as a finite float64 array of shape (n_samples, n_features)."""
         return load_data(self)
+
+    def rows(self) -> RowSource:
+        """The rows as the agent computes on them: in memory, or with ``stream`` re-read from
+        the file in chunks of ``memory_mb`` for every statistic (``fedclust.data.stream``)."""
+        if not self.stream:
+            return as_rows(self.load(), name=f"data file {self.path}")
+        return stream_data(self)
 
     def load_labels(self) -> NDArray[np.int64] | None:
         """The integer labels of ``label_column`` (None without one).
@@ -109,6 +134,7 @@ class ParticipantConfig:
     audit_log: Path | None = None
     identity_key: Path | None = None
     peers: Mapping[str, str] = field(default_factory=dict)
+    tls: TlsSettings = field(default_factory=TlsSettings)
 
     @property
     def audit_path(self) -> Path:
@@ -151,7 +177,7 @@ class ParticipantConfig:
 
 
 def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
-    only_keys(doc, {"participant", "data", "policy", "peers"}, where="the file")
+    only_keys(doc, {"participant", "data", "policy", "peers", "tls"}, where="the file")
     section = _table(doc, "participant", required=True)
     only_keys(
         section,
@@ -169,7 +195,9 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
     identity = _get(section, "identity_key", str, where="[participant]") or f"identity-{pid}.key"
 
     data = _table(doc, "data", required=True)
-    only_keys(data, {"path", "columns", "label_column"}, where="[data]")
+    only_keys(
+        data, {"path", "columns", "label_column", "stream", "memory_mb"}, where="[data]"
+    )
     data_path = _get(data, "path", str, where="[data]", required=True)
     columns = _columns(data.get("columns"))
     label = data.get("label_column")
@@ -178,6 +206,19 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         or (isinstance(label, int) and not isinstance(label, bool) and label >= 0)
     ):
         raise ValueError("[data] label_column must be a column name (or, for .npy, an index).")
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ValueError("[data] stream must be true or false.")
+    memory_mb = data.get("memory_mb", DEFAULT_BUDGET_BYTES >> 20)
+    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or not (
+        16 <= memory_mb <= 1 << 20
+    ):
+        raise ValueError("[data] memory_mb must be a whole number of MiB in [16, 1048576].")
+    if stream and label is not None:
+        raise ValueError(
+            "[data] stream = true computes cluster statistics only; a label_column (for the "
+            "model-based algorithms) needs the rows in memory: remove one of them."
+        )
 
     return ParticipantConfig(
         id=pid,
@@ -185,11 +226,15 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         counting_url=section["counting_url"],
         token=section["token"],
         state_dir=_resolve(base, state_dir),
-        data=DataSource(path=_resolve(base, data_path), columns=columns, label_column=label),
+        data=DataSource(
+            path=_resolve(base, data_path), columns=columns, label_column=label, stream=stream,
+            memory_mb=memory_mb,
+        ),
         policy=_policy(_table(doc, "policy", required=False)),
         peers=_peers(_table(doc, "peers", required=False)),
         audit_log=_resolve(base, audit_log),
         identity_key=_resolve(base, identity),
+        tls=TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS),
     )
 
 
@@ -385,6 +430,54 @@ def load_data(source: DataSource) -> FloatArray:
         names = _names(source.columns, path)
         X = load_dataset(path, columns=None if names is None else list(names)).X
     return check_data(X, name=f"data file {path}")
+
+
+def stream_data(source: DataSource) -> RowSource:
+    """``source`` re-read in chunks: Parquet and CSV through pyarrow, ``.npy`` memory-mapped.
+
+    Raises:
+        ValueError: the file is missing, or is ARFF (which cannot be streamed).
+    """
+    path = source.path
+    if not path.is_file():
+        raise ValueError(f"data file {path} does not exist.")
+    budget = source.memory_mb << 20
+    name = path.name.lower()
+    if name.endswith(".npy"):
+        return _npy_chunks(path, source.columns, budget)
+    from fedclust.data.stream import csv_rows, parquet_rows
+
+    names = _names(source.columns, path)
+    columns = None if names is None else list(names)
+    if name.endswith(_PARQUET_SUFFIXES):
+        return parquet_rows(path, columns=columns, budget_bytes=budget)
+    try:
+        return csv_rows(path, columns=columns, budget_bytes=budget)
+    except FileNotFoundError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _npy_chunks(
+    path: Path, columns: tuple[str, ...] | tuple[int, ...] | None, budget: int
+) -> ChunkedRows:
+    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    if array.ndim != 2:
+        raise ValueError(f"data file {path} must hold a 2-D array; it has {array.ndim} axes.")
+    if columns is not None and not all(isinstance(c, int) for c in columns):
+        raise ValueError(f"[data] columns of the .npy file {path.name} must be column indices.")
+    idx = list(range(array.shape[1])) if columns is None else [int(c) for c in columns]
+    if any(i >= array.shape[1] for i in idx):
+        raise ValueError(f"[data] columns are out of range: {path.name} has {array.shape[1]}.")
+    step = chunk_rows(len(idx), budget_bytes=budget)
+
+    def read() -> Iterator[FloatArray]:
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+        for start in range(0, mapped.shape[0], step):
+            yield np.asarray(mapped[start : start + step, idx], dtype=np.float64)
+
+    return ChunkedRows(
+        read, n_rows=int(array.shape[0]), n_features=len(idx), name=f"data file {path}"
+    )
 
 
 def load_labels(source: DataSource) -> NDArray[np.int64] | None:

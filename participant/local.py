@@ -13,6 +13,7 @@ by one new array.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -172,6 +173,27 @@ class LocalParticipant:
 
     def _hold(self, points: FloatArray, weights: FloatArray, objective: float) -> None:
         self._held = (center_kmeans.LocalPoints(points, weights), objective)
+
+    @property
+    def held(self) -> tuple[center_kmeans.LocalPoints, float] | None:
+        """The local centers, their weights and objective the last hold task kept (None
+        before one); the agent saves them so a restart does not lose them."""
+        return self._held
+
+    def restore_held(self, points: ArrayLike, weights: ArrayLike, objective: float) -> None:
+        """Take up held local centers saved before a restart (checked like fresh ones).
+
+        Raises:
+            ValueError: the points are not (P, n_features) with P weights, finite.
+        """
+        P = np.asarray(points, dtype=np.float64)
+        w = np.asarray(weights, dtype=np.float64)
+        if (
+            P.ndim != 2 or P.shape[1] != self.n_features or w.shape != (P.shape[0],)
+            or not (np.isfinite(P).all() and np.isfinite(w).all() and math.isfinite(objective))
+        ):
+            raise ValueError("saved local centers do not fit this participant's data.")
+        self._hold(P, w, float(objective))
 
     def _held_points(self) -> tuple[center_kmeans.LocalPoints, float]:
         if self._held is None:

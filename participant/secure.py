@@ -17,11 +17,13 @@ every member (``protocol.messages.Secure*Task``); :class:`SecureSession` answers
   (``MaskingClient.unmask`` refuses both kinds for one peer, and any contradiction).
 
 With a ``keys_dir`` (the agent's state folder of the job) each setup's keys are saved there
-(mode 0600) once its graph is derived, so a restarted agent masks the job's later sums with
-them; without one, or for a sum in progress at the restart, it drops out and the
-coordinator recovers the sum without it. No long-term key is ever disclosed (only per-round
-keys), so a dropout of one sum may mask the next. Any failed check
-is a refusal whose reason the coordinator shows; nothing is answered after a failed check.
+(mode 0600) once its graph is derived, and every stage's answer, with the round in progress
+(its own seed share), before the answer leaves. A restarted agent so gives a re-asked stage
+the same answer, unmasks the round it had begun and masks the job's later sums; without a
+``keys_dir`` it drops out of a sum in progress and the coordinator recovers the sum without
+it. No long-term key is ever disclosed (only per-round keys), so a dropout of one sum may
+mask the next. Any failed check is a refusal whose reason the coordinator shows; nothing is
+answered after a failed check.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from fedclust.crypto.fixedpoint import BoundError, Statistic, encode
 from fedclust.crypto.masking import (
@@ -122,6 +126,21 @@ def load_identity(path: Path) -> IdentityKey:
     return key
 
 
+_ANSWERS = "answers.json"
+_SPECS: TypeAdapter[msg.TaskSpec] = TypeAdapter(msg.TaskSpec)
+_REPLIES: TypeAdapter[msg.Reply] = TypeAdapter(msg.Reply)
+
+
+def _write_private(file: Path, document: Any) -> None:
+    """Write JSON atomically, readable by the owner only."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_name(file.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    os.replace(tmp, file)
+
+
 class SecureSession:
     """One participant's secure sums within one job; feed it the Secure*Task specs.
 
@@ -167,6 +186,7 @@ class SecureSession:
         if keys_dir is not None:
             for file in sorted(keys_dir.glob("setup-*.json")):
                 self._load_keys(file)
+            self._load_answers(keys_dir / _ANSWERS)
 
     def _load_keys(self, file: Path) -> None:
         try:
@@ -186,18 +206,55 @@ class SecureSession:
     def _save_keys(self, setup: int, spec: msg.SecureSetupTask, client: MaskingClient) -> None:
         if self._keys_dir is None:
             return
-        self._keys_dir.mkdir(parents=True, exist_ok=True)
-        file = self._keys_dir / f"setup-{setup}.json"
-        tmp = file.with_name(file.name + ".tmp")
-        document = {
+        _write_private(self._keys_dir / f"setup-{setup}.json", {
             "setup": setup, "roster": spec.roster, "degree": spec.degree,
             "threshold": spec.threshold, "identities": spec.identities,
             "keys": client.export_keys(),
+        })
+
+    def _load_answers(self, file: Path) -> None:
+        """The stages answered and rounds in progress before a restart (:meth:`_save_answers`)."""
+        try:
+            saved = json.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{file}: not a file of saved secure-sum answers ({exc})") from None
+        try:
+            for kind, pair in saved["answered"].items():
+                self._answered[str(kind)] = (
+                    _SPECS.validate_python(pair["spec"]), _REPLIES.validate_python(pair["reply"])
+                )
+            for setup, round_doc in saved["rounds"].items():
+                client = self._clients.get(int(setup))
+                if client is not None:
+                    client.restore_round(round_doc)
+            self._last_round = max(self._last_round, int(saved["last_round"]))
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            raise ValueError(f"{file}: not a file of saved secure-sum answers ({exc})") from None
+
+    def _save_answers(self) -> None:
+        """Save, before an answer leaves, what a restarted agent needs to give the same
+        answer again and to unmask the round in progress (its own seed share: secret, 0600).
+
+        Answering a re-asked stage afresh would send a second masked input of one round, with
+        another self-mask: the one thing a participant must never do.
+        """
+        if self._keys_dir is None:
+            return
+        rounds = {
+            str(setup): exported for setup, client in self._clients.items()
+            if client.graph is not None and (exported := client.export_round()) is not None
         }
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(document, handle)
-        os.replace(tmp, file)
+        _write_private(self._keys_dir / _ANSWERS, {
+            "last_round": self._last_round,
+            "answered": {
+                kind: {"spec": spec.model_dump(mode="json"),
+                       "reply": reply.model_dump(mode="json")}
+                for kind, (spec, reply) in self._answered.items()
+            },
+            "rounds": rounds,
+        })
 
     @property
     def job_id(self) -> str:
@@ -217,6 +274,7 @@ class SecureSession:
             reply = self._answer(spec)
             if not isinstance(reply, msg.RefusalReply):
                 self._answered[spec.kind] = (spec, reply)
+                self._save_answers()
             return reply
 
     def _answer(self, spec: msg.TaskSpec) -> msg.Reply:

@@ -1225,6 +1225,10 @@ class ResultDocument(_Strict):
     isolated_clusters: list[str] | None = None
     iterations: list[GroupingIteration] | None = None
     stop_reason: str | None = None
+    feature_names: list[str] | None = Field(
+        default=None,
+        description="Names of the center columns (the data's header), in order; None if unknown.",
+    )
 
 
 # -- enrolment: participant → coordinator ---------------------------------------------------------
@@ -1253,6 +1257,10 @@ class ParticipantPublic(_Strict):
     allowed_algorithms: list[AnyAlgorithm] = []
     enrolled_at: datetime | None = None
     identity_key: str | None = None
+    last_contact: datetime | None = Field(
+        default=None,
+        description="The participant's last authenticated request since the coordinator started",
+    )
 
 
 # -- reply acceptance ------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 from numpy.typing import NDArray
 
 from fedclust.cli import main
@@ -46,6 +45,7 @@ from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 from fedclust.simulate import simulate
+from tests._servers import ServerThread
 
 # Real servers: ~30 s for the whole file on 2 cores (in the default run).
 
@@ -118,28 +118,6 @@ class CaptureBodies:
                     Captured(scope["method"], scope["path"], scope["query_string"],
                              b"".join(chunks))
                 )
-
-
-class ServerThread:
-    """A uvicorn server for ``app`` on a loopback port, in a thread."""
-
-    def __init__(self, app: Any, port: int) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def start(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive(), "the server thread died while starting"
-            assert time.monotonic() < deadline, "the server did not start within 30 s"
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
 
 
 @dataclass
@@ -334,9 +312,10 @@ def test_coordinator_never_receives_an_n_l(service: Service) -> None:
     n_ls = {len(X) for X, _ in shares()}
     assert len(n_ls) == 3
     forbidden_keys = {"count", "n_samples", "n_l", "n"}
-    # Task ids and secure-sum rounds are numbers the coordinator issued; with a few hundred
-    # tasks per job one can equal an N_l by chance.
-    counters = {"task_id", "round"}
+    # Task ids and secure-sum rounds are numbers the coordinator issued, an audit head's seq
+    # the number of messages it received; with a few hundred tasks per job one can equal an
+    # N_l by chance.
+    counters = {"task_id", "round", "seq"}
     requests = list(service.capture.requests)
     contributions = [r for r in requests if r.path.endswith(("/contribution", "/answer"))]
     assert len(contributions) > 50  # the capture saw the protocol's traffic
@@ -355,6 +334,33 @@ def test_coordinator_never_receives_an_n_l(service: Service) -> None:
                 assert item not in n_ls, f"an N_l as the value of {where} in {r.path}"
         for array in _int_arrays(body):
             assert not set(array.tolist()) & n_ls, f"an N_l inside an int array in {r.path}"
+
+
+def test_audit_logs_verify_against_the_coordinators_receipts(
+    service: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_job(service.client, JobCreate.model_validate(
+        {"algorithm": "ffcm", "participants": list(IDS), "seed": SEED, "k_range": (2, 3)}
+    ))
+    for pid, config_file in service.files.participants.items():
+        config = ParticipantConfig.from_file(config_file)
+        deadline = time.monotonic() + 30  # an agent anchors its head once it is idle
+        receipts: list[dict[str, Any]] = []
+        while not receipts and time.monotonic() < deadline:
+            assert main(["audit", "receipts", "--config", str(config_file)]) == 0
+            receipts = json.loads(capsys.readouterr().out)
+            time.sleep(0.2)
+        assert receipts and all(r["participant"] == pid for r in receipts)
+        (tmp_path / f"{pid}.json").write_text(json.dumps(receipts))
+        check = ["audit", "verify", str(config.audit_path), "--public-key",
+                 str(config.identity_path), "--receipts", str(tmp_path / f"{pid}.json")]
+        assert main(check) == 0
+        assert "every receipt matches" in capsys.readouterr().out
+        cut = tmp_path / f"{pid}-truncated.jsonl"  # everything up to the last receipt's line
+        lines = config.audit_path.read_text().splitlines(keepends=True)
+        cut.write_text("".join(lines[: receipts[-1]["seq"] - 1]))
+        assert main([*check[:2], str(cut), *check[3:]]) == 1
+        assert "(truncated?)" in capsys.readouterr().err
 
 
 # -- restart -------------------------------------------------------------------------------------

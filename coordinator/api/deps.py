@@ -10,6 +10,7 @@ each would cost more than their work.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final
 
 from fastapi import Depends, HTTPException, Request, status
@@ -22,15 +23,18 @@ from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.protocol.messages import ErrorDetail
+from fedclust.protocol.tls import certificate_mismatch
 
 __all__ = [
     "Analyst",
     "AnalystIdentity",
     "Authenticator",
     "CurrentParticipant",
+    "Identity",
     "ParticipantIdentity",
     "Services",
     "ServicesDep",
+    "authenticate",
     "error_responses",
     "unprocessable",
 ]
@@ -65,9 +69,14 @@ class Authenticator:
         self._by_digest: dict[str, Identity] = {
             a.token_sha256: AnalystIdentity(a.name) for a in settings.analysts
         } | {p.token_sha256: ParticipantIdentity(p.id) for p in settings.participants}
+        self.last_contact: dict[str, datetime] = {}
 
     def identify(self, token: str) -> Identity | None:
         return self._by_digest.get(token_sha256(token)) if token else None
+
+    def contacted(self, participant: str) -> None:
+        """Note an authenticated request from ``participant`` now (kept in memory)."""
+        self.last_contact[participant] = datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,8 @@ async def authenticate(
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "unknown bearer token", headers=_UNAUTHENTICATED
         )
+    if isinstance(identity, ParticipantIdentity):
+        authenticator.contacted(identity.id)
     return identity
 
 
@@ -130,7 +141,21 @@ async def require_participant(
 
 
 Analyst = Annotated[AnalystIdentity, Depends(require_analyst)]
-CurrentParticipant = Annotated[ParticipantIdentity, Depends(require_participant)]
+
+
+async def require_certified_participant(
+    request: Request,
+    identity: Annotated[ParticipantIdentity, Depends(require_participant)],
+    services: ServicesDep,
+) -> ParticipantIdentity:
+    """Under mutual TLS, 403 unless the client certificate names the token's participant."""
+    mismatch = certificate_mismatch(request.scope, identity.id, tls=services.settings.tls)
+    if mismatch is not None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, mismatch)
+    return identity
+
+
+CurrentParticipant = Annotated[ParticipantIdentity, Depends(require_certified_participant)]
 
 _DESCRIPTIONS: Final = {
     401: "No bearer token, or an unknown one",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from datetime import datetime
+
+from fastapi import APIRouter, Request
 
 from fedclust.coordinator.api.deps import Analyst, CurrentParticipant, ServicesDep, error_responses
 from fedclust.coordinator.db import ParticipantRecord
@@ -13,9 +15,11 @@ __all__ = ["router"]
 router = APIRouter(tags=["participants"])
 
 
-def _public(participant_id: str, record: ParticipantRecord | None) -> ParticipantPublic:
+def _public(
+    participant_id: str, record: ParticipantRecord | None, last_contact: datetime | None = None
+) -> ParticipantPublic:
     if record is None:
-        return ParticipantPublic(id=participant_id, enrolled=False)
+        return ParticipantPublic(id=participant_id, enrolled=False, last_contact=last_contact)
     algorithms: list[Algorithm] = [a for a in record.allowed_algorithms]  # type: ignore[misc]
     return ParticipantPublic(
         id=participant_id,
@@ -24,6 +28,7 @@ def _public(participant_id: str, record: ParticipantRecord | None) -> Participan
         allowed_algorithms=algorithms,
         enrolled_at=record.enrolled_at,
         identity_key=record.identity_key,
+        last_contact=last_contact,
     )
 
 
@@ -48,7 +53,13 @@ def enrol_participant(
     summary="List the configured participants and their enrolment",
     responses=error_responses(401, 403),
 )
-def list_participants(analyst: Analyst, services: ServicesDep) -> list[ParticipantPublic]:
-    """Every participant of the configuration, enrolled or not."""
+def list_participants(
+    request: Request, analyst: Analyst, services: ServicesDep
+) -> list[ParticipantPublic]:
+    """Every participant of the configuration, enrolled or not, with its last contact."""
     enrolled = services.db.participants()
-    return [_public(p.id, enrolled.get(p.id)) for p in services.settings.participants]
+    contacts: dict[str, datetime] = request.app.state.authenticator.last_contact
+    return [
+        _public(p.id, enrolled.get(p.id), contacts.get(p.id))
+        for p in services.settings.participants
+    ]

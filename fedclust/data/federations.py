@@ -8,6 +8,7 @@ only to evaluate). Built-in names: ``motivational`` (Stallmann & Wilbik §3.2.1)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,11 +23,13 @@ SplitKind = Literal["uniform", "iid", "dirichlet"]
 
 @dataclass(frozen=True)
 class Federation:
-    """Participant datasets, optionally with ground-truth labels (for evaluation only)."""
+    """Participant datasets, optionally with ground-truth labels (for evaluation only) and
+    the features' names (the file's header; None for generated data)."""
 
     name: str
     parts: tuple[NDArray[np.float64], ...]
     labels: tuple[NDArray[Any], ...] | None = None
+    feature_names: tuple[str, ...] | None = None
 
     @classmethod
     def from_pairs(cls, name: str, pairs: Sequence[tuple[Any, Any]]) -> Federation:
@@ -95,11 +98,14 @@ def build_federation(
         )
         name = data
     if loaded.groups is not None and (split_by is not None or participants is None):
-        return Federation.from_pairs(
+        federation = Federation.from_pairs(
             name, splits.split_by_groups(loaded.X, loaded.y, loaded.groups)
         )
-    return Federation.from_pairs(
-        name,
-        _split(loaded.X, loaded.y, participants=participants or 3, split=split, alpha=alpha,
-               seed=seed),
-    )
+    else:
+        federation = Federation.from_pairs(
+            name,
+            _split(loaded.X, loaded.y, participants=participants or 3, split=split,
+                   alpha=alpha, seed=seed),
+        )
+    names = tuple(loaded.feature_names)
+    return dataclasses.replace(federation, feature_names=names or None)

@@ -25,6 +25,8 @@ OPERATIONS = {
         "submit_contribution", "tasks",
     ),
     ("post", "/api/v1/jobs/{job_id}/tasks/{task_id}/answer"): ("answer_task", "tasks"),
+    ("post", "/api/v1/audit/heads"): ("anchor_audit_head", "audit"),
+    ("get", "/api/v1/audit/heads/{participant_id}"): ("list_audit_receipts", "audit"),
     ("get", "/api/v1/health"): ("health", "meta"),
 }
 

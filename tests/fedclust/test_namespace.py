@@ -75,3 +75,5 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
         assert f"fedclust/{folder}/__init__.py" in names
     assert "fedclust/protocol/fcm.py" in names
     assert "fedclust/coordinator/api/__init__.py" in names
+    for asset in ("index.html", "app.js", "style.css"):  # the dashboard, as package data
+        assert f"fedclust/coordinator/ui/{asset}" in names

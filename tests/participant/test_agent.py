@@ -31,6 +31,7 @@ from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
 from fedclust.protocol import messages as msg
+from fedclust.protocol.rows import Rows
 from tests.counting.asgi import SyncASGITransport
 
 TOKEN = "token-of-hospital-a"
@@ -342,6 +343,43 @@ def test_the_agent_answers_as_dispatch_execute_does(
     assert not any(isinstance(r, msg.RefusalReply) for r in fake.replies())
 
 
+@pytest.mark.parametrize("file", ["rows.csv", "rows.parquet", "rows.npy"])
+def test_a_streaming_agent_answers_as_one_holding_its_rows(
+    tmp_path: Path, X: NDArray[np.float64], counting: Counting, file: str
+) -> None:
+    """``[data] stream = true`` re-reads the file for every statistic instead of holding it:
+    the same replies, bit for bit (equality over many chunks: tests/protocol/test_rows.py)."""
+    if file.endswith(".parquet"):
+        pq = pytest.importorskip("pyarrow.parquet")
+        pa = pytest.importorskip("pyarrow")
+        pq.write_table(pa.table({"x": X[:, 0], "y": X[:, 1]}), tmp_path / file)
+    elif file.endswith(".npy"):
+        np.save(tmp_path / file, X)
+    columns = "" if file.endswith(".npy") else 'columns = ["x", "y"]\n'
+    data = f'[data]\npath = "{file}"\n{columns}stream = true\nmemory_mb = 16\n'
+    tasks = all_kinds()
+    streamed = run(write_config(tmp_path, data=data), tasks, counting)
+    ref = reference(X)
+    expected = [dumped(execute(ref, t)) for t in tasks]
+    assert [dumped(r) for r in streamed.replies()] == expected
+    config = ParticipantConfig.from_file(tmp_path / "participant.toml")
+    assert config.data.stream and not isinstance(config.data.rows(), Rows)
+
+
+def test_stream_settings_are_checked(tmp_path: Path) -> None:
+    for data, problem in [
+        ('stream = "yes"\n', "[data] stream must be true or false."),
+        ("stream = true\nmemory_mb = 1\n", "[data] memory_mb must be a whole number"),
+        ('stream = true\nlabel_column = "label"\n', "a label_column (for the model-based"),
+    ]:
+        file = write_config(
+            tmp_path, data=f'[data]\npath = "rows.csv"\ncolumns = ["x", "y"]\n{data}'
+        )
+        with pytest.raises(ValueError) as error:
+            ParticipantConfig.from_file(file)
+        assert problem in str(error.value)
+
+
 def _numbers(node: Any) -> Iterator[float]:
     """Every number in a JSON document, including the elements of encoded arrays."""
     if isinstance(node, dict):
@@ -371,7 +409,10 @@ def test_the_count_goes_only_to_the_counting_service(
     fake = run(write_config(tmp_path), tasks, counting)
     assert dumped(fake.replies()[0]) == {"kind": "ack"}
     assert counting.reported(JOB) == (1, N_L)  # the counting service holds N_l
-    received = [json.loads(b) for b in fake.bodies if b]
+    bodies = [json.loads(b) for b in fake.bodies if b]
+    heads = [b for b in bodies if set(b) == {"seq", "line_sha256", "signature"}]
+    assert all(1 < h["seq"] <= 1 + len(tasks) for h in heads)  # audit heads: hashes only
+    received = [b for b in bodies if b not in heads]
     assert len(received) == 1 + len(tasks)  # the enrolment and one contribution per task
     numbers = [v for body in received for v in _numbers(body)]
     assert numbers, "the walk found the contributions' numbers"
@@ -572,7 +613,7 @@ class Recording(httpx.BaseTransport):
 def test_the_audit_log_holds_the_hash_of_every_body_received(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
-    from fedclust.participant.audit import show, verify
+    from fedclust.participant.audit import public_key_from, show, verify
 
     policy = '[policy]\nallowed_algorithms = ["fkm", "ffcm", "kfed"]\n'
     tasks = [
@@ -604,8 +645,14 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
         digest(b) for b in to_counting.bodies
     ] and len(to_counting.bodies) == 1
     whats = [r["what"] for r in records if r["recipient"] == "coordinator"]
-    assert whats == ["enrolment"] + ["contribution"] * len(tasks)
-    assert records[-1]["kind"] == "refusal" and records[-1]["task_id"] == 20
+    assert [w for w in whats if w != "audit_head"] == ["enrolment"] + ["contribution"] * len(
+        tasks
+    )
+    last = [r for r in records if r["what"] != "audit_head"][-1]
+    assert last["kind"] == "refusal" and last["task_id"] == 20
+    identity = public_key_from(str(tmp_path / f"identity-{ME}.key"))
+    signed = verify(log, public_key=identity)  # every line signed by the agent's identity
+    assert signed.ok and signed.signed == len(records), signed
     summary = show(log, job=JOB)
     kinds = {k.kind: k for k in summary.jobs[JOB]["coordinator"]}
     assert kinds["refusal"].messages == 1

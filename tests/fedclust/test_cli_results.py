@@ -1,0 +1,123 @@
+"""CLI additions for results: --version, --out exports, job list, plot without matplotlib."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+
+import fedclust.cli as cli
+from fedclust.client import AnalystClient, AnalystConfig
+from fedclust.data.federations import build_federation
+from fedclust.protocol.messages import JobProgress, JobPublic
+from fedclust.simulate import job_spec
+from tests.fedclust._results import sample_document
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("fedclust ")
+
+
+def test_simulate_out_names_centers_after_the_file_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(0)
+    points = np.vstack([rng.normal(0, 0.1, (30, 2)), rng.normal(3, 0.1, (30, 2))])
+    pd.DataFrame(points, columns=["height", "weight"]).to_csv(tmp_path / "d.csv", index=False)
+    out = tmp_path / "out"
+    args = ["simulate", "--data", str(tmp_path / "d.csv"), "--algorithm", "ffcm",
+            "--k-range", "2:3", "--seed", "1", "--protection", "none", "--out", str(out)]
+    assert cli.main(args) == 0
+    table = capsys.readouterr().out
+    assert "height" in table and "weight" in table
+    centers = pd.read_csv(out / "centers.csv")
+    assert centers.columns.tolist() == ["k", "center", "height", "weight"]
+    document = json.loads((out / "result.json").read_text())
+    assert document["feature_names"] == ["height", "weight"]
+    assert pd.read_csv(out / "sweep.csv")["k"].tolist() == [2, 3]
+
+
+def _job() -> JobPublic:
+    federation = build_federation(dataset="motivational", participants=None, seed=1)
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    return JobPublic(
+        id="job-1", state="running", created_at=now, updated_at=now,
+        spec=job_spec(federation, algorithm="ffcm", ks=[2, 3]),
+        progress=JobProgress(stage="clustering", k=3, round=4),
+    )
+
+
+@pytest.fixture
+def coordinator(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The analyst's client talks to a fake coordinator; returns the paths requested."""
+    seen: list[str] = []
+    job = _job()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        if request.url.path.endswith("/jobs"):
+            return httpx.Response(200, json=[job.model_dump(mode="json")])
+        if request.url.path.endswith("/jobs/job-1/result"):
+            return httpx.Response(200, json=sample_document().model_dump(mode="json"))
+        if request.url.path.endswith("/jobs/job-1/disclosures"):
+            return httpx.Response(404, json={"detail": "not in this test"})
+        return httpx.Response(404, json={"detail": "unknown"})
+
+    def client(config: AnalystConfig, **_: Any) -> AnalystClient:
+        return AnalystClient(config, transport=httpx.MockTransport(handle))
+
+    monkeypatch.setattr(cli, "AnalystClient", client)
+    monkeypatch.setenv("FEDCLUST_COORDINATOR_URL", "http://coordinator.test")
+    monkeypatch.setenv("FEDCLUST_TOKEN", "secret")
+    return seen
+
+
+def test_job_list_prints_one_line_per_job(
+    coordinator: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["job", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:3] == ["job-1", "ffcm", "running"]
+    assert "clustering K=3 round 4" in lines[1]
+    assert cli.main(["job", "list", "--json"]) == 0
+    assert [j["id"] for j in json.loads(capsys.readouterr().out)] == ["job-1"]
+    assert coordinator == ["GET /api/v1/jobs", "GET /api/v1/jobs"]
+
+
+def test_job_result_out_writes_exports_with_given_feature_names(
+    coordinator: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["job", "result", "job-1", "--json", "--feature-names", "a,b",
+            "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["feature_names"] == ["a", "b"]
+    assert json.loads((tmp_path / "result.json").read_text()) == printed
+    assert pd.read_csv(tmp_path / "centers.csv").columns.tolist() == ["k", "center", "a", "b"]
+
+
+def test_plot_without_matplotlib_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    result = tmp_path / "result.json"
+    result.write_text(sample_document().model_dump_json())
+    assert cli.main(["plot", str(result), "--out", str(tmp_path / "p")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        'fedclust plot needs matplotlib: pip install "fedclust[plot]"'
+    )
+    assert not (tmp_path / "p").exists()
