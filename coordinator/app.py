@@ -4,6 +4,10 @@ The app's lifespan opens the database (creating missing tables), the task broker
 counting-service client and the job runner, and restarts every pending or running job; at
 shutdown the job threads stop with their jobs left resumable. ``counting_transport`` lets
 tests and the in-process mode reach the counting service without sockets.
+
+Operators get ``/healthz``, ``/readyz`` (the database answers, the counting service's health
+check answers) and, with ``metrics = true``, ``/metrics`` (:mod:`protocol.observability`,
+:mod:`coordinator.metrics`); they are left out of the OpenAPI document.
 """
 
 from __future__ import annotations
@@ -18,18 +22,23 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import text
 
-from fedclust.coordinator.api import audit, jobs, participants, tasks
+from fedclust.coordinator.api import audit, jobs, participant_results, participants, tasks
 from fedclust.coordinator.api.deps import Authenticator, Services
+from fedclust.coordinator.api.limits import BODY_LIMITS
 from fedclust.coordinator.api.ui import mount_ui
 from fedclust.coordinator.broker import Broker
 from fedclust.coordinator.counting_client import CountingClient
 from fedclust.coordinator.db import Database
+from fedclust.coordinator.metrics import CoordinatorMetrics
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
+from fedclust.protocol.allow import method_not_allowed
 from fedclust.protocol.body_limit import BodySizeLimit
 from fedclust.protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION, HealthStatus
+from fedclust.protocol.observability import Check, add_observability
 
 __all__ = ["API_PREFIX", "create_app", "openapi_document"]
 
@@ -55,7 +64,7 @@ def create_app(
             settings.counting_url, settings.counting_token, transport=counting_transport,
             verify=settings.tls.httpx_verify(),
         )
-        runner = JobRunner(db, broker, counting)
+        runner = JobRunner(db, broker, counting, metrics)
         app.state.services = Services(
             settings=settings, db=db, broker=broker, counting=counting, runner=runner
         )
@@ -81,10 +90,18 @@ def create_app(
     app.state.authenticator = Authenticator(settings)
     app.state.services = None
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_exception_handler(405, method_not_allowed)
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
+                       authorised=app.state.authenticator.knows)
     for router in (participants.router, jobs.router, tasks.router, audit.router):
         app.include_router(router, prefix=API_PREFIX)
+    app.include_router(participant_results.router, prefix=API_PREFIX)
     mount_ui(app)
+    metrics = CoordinatorMetrics(lambda: app.state.services and app.state.services.db)
+    # After the other middleware: the request counter sees their refusals (401, 413) too.
+    add_observability(
+        app, registry=metrics.registry, checks=lambda: _readiness(app), metrics=settings.metrics
+    )
 
     @app.get(
         f"{API_PREFIX}/health",
@@ -97,6 +114,26 @@ def create_app(
         return HealthStatus()
 
     return app
+
+
+def _readiness(app: FastAPI) -> dict[str, Check]:
+    """The coordinator is ready when its database and the counting service answer."""
+    services = app.state.services
+    if services is None:
+        return {"started": _not_started}
+    return {
+        "database": lambda: _ping(services.db),
+        "counting": services.counting.check_health,
+    }
+
+
+def _not_started() -> None:
+    raise RuntimeError("the coordinator has not started or is shutting down")
+
+
+def _ping(db: Database) -> None:
+    with db.engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

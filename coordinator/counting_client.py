@@ -10,6 +10,8 @@ an :class:`ssl.SSLContext` from the coordinator's ``[tls]``, see :mod:`protocol.
 
 from __future__ import annotations
 
+import logging
+import random
 import ssl
 import time
 
@@ -27,7 +29,10 @@ from fedclust.protocol.messages import (
 
 __all__ = ["CountingClient", "CountingError", "DecryptionRefusedError"]
 
-_RETRIES = 3
+_RETRY_MAX = 10.0  # s between attempts at most
+_UNAVAILABLE = frozenset({502, 503, 504})  # a proxy or the service restarting
+_JITTER = random.Random()  # retry delays, not secrets
+_log = logging.getLogger("fedclust.coordinator")
 
 
 class CountingError(Exception):
@@ -41,7 +46,10 @@ class DecryptionRefusedError(CountingError, RefusedError):
 class CountingClient:
     """``PUT /jobs/{id}/roster`` and ``GET /jobs/{id}/total`` with the coordinator's token.
 
-    A transport failure is retried twice (after ``retry_delay`` then twice that).
+    An outage of the service (no connection, or 502/503/504 to a GET or PUT) is waited out
+    for up to ``outage_seconds``, retrying with jittered exponential backoff from
+    ``retry_delay`` (at most 10 s apart), so a restarting counting service does not fail
+    the jobs that need it; a POST (a decryption) is retried only when it could not be sent.
     """
 
     def __init__(
@@ -52,10 +60,12 @@ class CountingClient:
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
         retry_delay: float = 0.5,
+        outage_seconds: float = 120.0,
         verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._base = base_url.rstrip("/")
         self._retry_delay = retry_delay
+        self._outage = outage_seconds
         self._client = httpx.Client(
             base_url=self._base + "/api/v1",
             headers={"Authorization": f"Bearer {token}"},
@@ -68,19 +78,50 @@ class CountingClient:
         self._client.close()
 
     def _request(self, method: str, path: str, *, json: object = None) -> httpx.Response:
+        deadline = time.monotonic() + self._outage
         delay = self._retry_delay
-        for attempt in range(_RETRIES):
+        while True:
             try:
-                return self._client.request(method, path, json=json)
+                response = self._client.request(method, path, json=json)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
+                problem = type(exc).__name__
             except httpx.TransportError as exc:
-                if attempt == _RETRIES - 1:
+                if method == "POST":
                     raise CountingError(
-                        f"the counting service at {self._base} cannot be reached "
+                        f"the counting service at {self._base} did not answer "
                         f"({type(exc).__name__})"
                     ) from None
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
+                problem = type(exc).__name__
+            else:
+                if response.status_code not in _UNAVAILABLE or method == "POST":
+                    return response
+                problem = f"HTTP {response.status_code}"
+            wait = delay * _JITTER.uniform(0.5, 1.0)
+            if time.monotonic() + wait > deadline:
+                raise CountingError(
+                    f"the counting service at {self._base} cannot be reached ({problem}; "
+                    f"retried for {self._outage:g} s)"
+                )
+            _log.warning(
+                "the counting service at %s: %s %s failed (%s); retrying in %.1f s",
+                self._base, method, path, problem, wait,
+            )
+            time.sleep(wait)
+            delay = min(2 * delay, _RETRY_MAX)
+
+    def check_health(self) -> None:
+        """Ask ``GET /health`` once (no retries: a readiness probe asks again); raise
+        CountingError unless it answers 200."""
+        try:
+            response = self._client.get("/health", timeout=5.0)
+        except httpx.TransportError as exc:
+            raise CountingError(
+                f"the counting service at {self._base} cannot be reached ({type(exc).__name__})"
+            ) from None
+        if response.status_code != 200:
+            raise CountingError(
+                f"the counting service's health check answered HTTP {response.status_code}"
+            )
 
     def put_roster(self, job_id: str, participants: list[str]) -> None:
         """Tell the counting service who takes part in ``job_id`` (idempotent)."""

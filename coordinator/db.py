@@ -5,7 +5,8 @@ Tables:
 - ``participants``: enrolment of each configured participant (schema width, allowed
   algorithms); credentials live in the settings, never here;
 - ``jobs``: the spec (JSON), state, result document (JSON), error, progress (JSON),
-  timestamps;
+  timestamps, and the owner (the analyst who created it; NULL for jobs created before
+  owners were recorded);
 - ``tasks``: one row per (job, participant, task_id) with the task spec (JSON, its large
   strings as references into ``blobs``);
 - ``replies``: the participant's reply (JSON) to a task, one row per answered task (kept out
@@ -54,6 +55,7 @@ from sqlalchemy.pool import StaticPool
 
 from fedclust.protocol.blobs import inline, references
 from fedclust.protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
+from fedclust.protocol.sqlite_file import create_private_sqlite
 
 __all__ = [
     "AuditHeadRecord",
@@ -103,6 +105,7 @@ class _JobRow(_Base):
     progress: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class _TaskRow(_Base):
@@ -184,6 +187,7 @@ class JobRecord:
     progress: JobProgress | None
     error: str | None
     result: ResultDocument | None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,7 @@ def _job(row: _JobRow) -> JobRecord:
         progress=None if row.progress is None else JobProgress.model_validate_json(row.progress),
         error=row.error,
         result=None if row.result is None else ResultDocument.model_validate_json(row.result),
+        owner=row.owner,
     )
 
 
@@ -267,6 +272,7 @@ class Database:
     """The repository: short transactions over one engine (any SQLAlchemy URL)."""
 
     def __init__(self, url: str) -> None:
+        create_private_sqlite(url)
         kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"check_same_thread": False}
@@ -300,6 +306,9 @@ class Database:
                 connection.execute(
                     text("ALTER TABLE participants ADD COLUMN identity_key VARCHAR(64)")
                 )
+        if "owner" not in {c["name"] for c in inspect(self.engine).get_columns("jobs")}:
+            with self.engine.begin() as connection:
+                connection.execute(text("ALTER TABLE jobs ADD COLUMN owner VARCHAR(64)"))
 
     def dispose(self) -> None:
         """Close every pooled connection."""
@@ -375,13 +384,16 @@ class Database:
             return [_audit_head(r) for r in rows]
 
     # -- jobs -----------------------------------------------------------------------------------
-    def create_job(self, job_id: str, spec: JobCreate, *, n_features: int) -> JobRecord:
-        """Store a new pending job."""
+    def create_job(
+        self, job_id: str, spec: JobCreate, *, n_features: int, owner: str | None = None
+    ) -> JobRecord:
+        """Store a new pending job, created by the analyst ``owner``."""
         now = _now()
         with self._session() as s:
             row = _JobRow(
                 id=job_id, algorithm=spec.algorithm, spec=spec.model_dump_json(),
                 n_features=n_features, state="pending", created_at=now, updated_at=now,
+                owner=owner,
             )
             s.add(row)
             s.flush()

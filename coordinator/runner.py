@@ -5,7 +5,8 @@ from 0), wraps every participant in a :class:`~coordinator.remote.RemoteParticip
 stores the result document on success or a clear error on failure (a participant's refusal,
 a timeout, a protocol violation, the counting service). When the coordinator shuts down the
 job stays ``running`` in the database; :meth:`JobRunner.resume_all` restarts such jobs at
-the next start-up and the broker replays their stored answers.
+the next start-up and the broker replays their stored answers. With ``metrics`` the job's
+channel, summation and progress callback are wrapped by :mod:`coordinator.metrics`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+from collections.abc import Callable
 
 from fedclust.coordinator.broker import (
     Broker,
@@ -26,8 +28,9 @@ from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.distill_job import distill_result_document, run_distill_job
 from fedclust.coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
 from fedclust.coordinator.job import result_document, run_job
+from fedclust.coordinator.metrics import CoordinatorMetrics, ObservedChannel, ObservedSummation
 from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
-from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.coordinator.remote import RemoteParticipant, TaskChannel
 from fedclust.coordinator.result import RoundRecord
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.crypto.masking import IntegrityError
@@ -42,8 +45,12 @@ _log = logging.getLogger("fedclust.coordinator")
 class JobRunner:
     """Starts, resumes and cancels job threads."""
 
-    def __init__(self, db: Database, broker: Broker, counting: CountingClient) -> None:
+    def __init__(
+        self, db: Database, broker: Broker, counting: CountingClient,
+        metrics: CoordinatorMetrics | None = None,
+    ) -> None:
         self._db = db
+        self._metrics = metrics
         self._broker = broker
         self._counting = counting
         self._threads: dict[str, threading.Thread] = {}
@@ -65,7 +72,7 @@ class JobRunner:
         """Restart every pending or running job (at start-up); returns their ids."""
         ids = [job.id for job in self._db.jobs(("pending", "running"))]
         for job_id in ids:
-            _log.info("resuming job %s", job_id)
+            _log.info("resuming job %s", job_id, extra={"job_id": job_id})
             self.start(job_id)
         return ids
 
@@ -95,15 +102,19 @@ class JobRunner:
         if job is None or job.state not in ("pending", "running"):
             return
         spec = job.spec
-        channel = self._broker.open_job(job)
+        channel: TaskChannel = self._broker.open_job(job)
 
-        def on_progress(stage: str, k: int | None, record: RoundRecord | None) -> None:
+        def report(stage: str, k: int | None, record: RoundRecord | None) -> None:
             self._broker.set_stage(
                 job_id, stage, k,
                 None if record is None else record.round,
                 None if record is None else record.shift,
             )
 
+        on_progress: Callable[[str, int | None, RoundRecord | None], None] = report
+        if self._metrics is not None:
+            channel = ObservedChannel(channel, self._metrics)
+            on_progress = self._metrics.round_timer(report)
         try:
             if not self._db.set_state(job_id, "running", only_from=("pending", "running")):
                 return
@@ -114,6 +125,8 @@ class JobRunner:
                 for name in spec.participants
             ]
             summation = self._summation(job_id, spec)
+            if summation is not None and self._metrics is not None:
+                summation = ObservedSummation(summation, self._metrics, spec.protection)
             secure_notes = [] if summation is None else summation.notes
             if spec.algorithm in ("fedcref", "fed-distill"):  # run_job declares the others
                 on_progress("declaring", None, None)
@@ -144,9 +157,12 @@ class JobRunner:
             on_progress("done", None, None)
             self._succeed(job_id, document)
         except BrokerClosedError:
-            _log.info("job %s paused: the coordinator is shutting down", job_id)
+            _log.info(
+                "job %s paused: the coordinator is shutting down", job_id,
+                extra={"job_id": job_id},
+            )
         except JobCancelledError:
-            _log.info("job %s cancelled", job_id)
+            _log.info("job %s cancelled", job_id, extra={"job_id": job_id})
         except RefusedError as exc:
             self._fail(job_id, f"refused: {exc}")
         except TaskTimeoutError as exc:
@@ -164,7 +180,7 @@ class JobRunner:
         except (ValueError, ArithmeticError) as exc:
             self._fail(job_id, f"invalid job: {exc}")
         except Exception:
-            _log.exception("job %s failed unexpectedly", job_id)
+            _log.exception("job %s failed unexpectedly", job_id, extra={"job_id": job_id})
             self._fail(job_id, "internal error in the coordinator (see its log)")
         finally:
             self._broker.close_job(job_id)
@@ -197,7 +213,7 @@ class JobRunner:
         if self._db.set_state(
             job_id, "succeeded", only_from=("running",), progress=progress, result=document
         ):
-            _log.info("job %s succeeded", job_id)
+            _log.info("job %s succeeded", job_id, extra={"job_id": job_id})
 
     def _fail(self, job_id: str, error: str) -> None:
         self._broker.flush()
@@ -205,4 +221,4 @@ class JobRunner:
         if self._db.set_state(
             job_id, "failed", only_from=("running",), progress=progress, error=error
         ):
-            _log.info("job %s failed", job_id)
+            _log.info("job %s failed", job_id, extra={"job_id": job_id})

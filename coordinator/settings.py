@@ -13,10 +13,12 @@ Example::
     counting_url = "http://127.0.0.1:8701"
     counting_token = "..."
     task_timeout_seconds = 600
+    metrics = false                             # true: serve GET /metrics (no token)
 
     [[analysts]]
     name = "alice"
     token_sha256 = "<64 hex digits>"
+    role = "admin"                              # optional: "analyst" (default) or "admin"
 
     [[participants]]
     id = "hospital-a"
@@ -35,7 +37,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from fedclust.crypto.tokens import check_sha256_hex
 from fedclust.protocol.config_toml import read_toml, resolve_sqlite_url
@@ -43,9 +45,13 @@ from fedclust.protocol.tls import TlsSettings
 
 __all__ = [
     "AnalystCredential",
+    "AnalystRole",
     "CoordinatorSettings",
     "ParticipantCredential",
 ]
+
+#: An analyst sees and cancels the jobs it created; an admin sees and cancels every job.
+AnalystRole = Literal["analyst", "admin"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -60,14 +66,20 @@ def _check_identifier(value: object, where: str) -> str:
 
 @dataclass(frozen=True)
 class AnalystCredential:
-    """An analyst: a display name and the SHA-256 of its token."""
+    """An analyst: a name (the owner recorded on its jobs), the SHA-256 of its token and
+    its role."""
 
     name: str
     token_sha256: str = field(repr=False)
+    role: AnalystRole = "analyst"
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("analyst name must be non-empty.")
+        if self.role not in get_args(AnalystRole):
+            raise ValueError(
+                f"analyst {self.name!r}: role must be 'analyst' or 'admin'; got {self.role!r}."
+            )
         object.__setattr__(
             self, "token_sha256", check_sha256_hex(
                 self.token_sha256, where=f"analyst {self.name!r}: token_sha256"
@@ -102,6 +114,8 @@ class CoordinatorSettings:
         database_url: any SQLAlchemy URL; sqlite by default.
         task_timeout_seconds: how long a job waits for one participant's answer.
         tls: HTTPS served, and used towards the counting service (``[tls]``).
+        metrics: serve Prometheus metrics at ``GET /metrics``, without a token (an operator's
+            scrape from inside; off by default, see :mod:`protocol.observability`).
     """
 
     counting_url: str
@@ -113,8 +127,11 @@ class CoordinatorSettings:
     port: int = 8700
     task_timeout_seconds: float = 600.0
     tls: TlsSettings = field(default_factory=TlsSettings)
+    metrics: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.metrics, bool):
+            raise ValueError("coordinator.metrics must be true or false.")
         if not isinstance(self.counting_token, str) or not self.counting_token:
             raise ValueError("coordinator.counting_token must be a non-empty string.")
         if not self.counting_url:
@@ -128,6 +145,9 @@ class CoordinatorSettings:
         ids = [p.id for p in self.participants]
         if len(set(ids)) != len(ids):
             raise ValueError("participant ids in the configuration must be distinct.")
+        names = [a.name for a in self.analysts]
+        if len(set(names)) != len(names):
+            raise ValueError("analyst names in the configuration must be distinct.")
         hashes = [a.token_sha256 for a in self.analysts] + [
             p.token_sha256 for p in self.participants
         ]
@@ -156,7 +176,7 @@ class CoordinatorSettings:
             raise ValueError("the configuration needs a [coordinator] table.")
         known = {
             "host", "port", "database_url", "counting_url", "counting_token",
-            "task_timeout_seconds",
+            "task_timeout_seconds", "metrics",
         }
         unknown = sorted(set(section) - known)
         if unknown:
@@ -165,7 +185,10 @@ class CoordinatorSettings:
             if not isinstance(section.get(key), str):
                 raise ValueError(f"coordinator.{key} must be a string.")
         analysts = tuple(
-            AnalystCredential(name=str(a.get("name", "")), token_sha256=a.get("token_sha256", ""))
+            AnalystCredential(
+                name=str(a.get("name", "")), token_sha256=a.get("token_sha256", ""),
+                role=a.get("role", "analyst"),
+            )
             for a in _tables(data, "analysts")
         )
         participants = tuple(
@@ -183,6 +206,7 @@ class CoordinatorSettings:
             port=int(section.get("port", 8700)),
             task_timeout_seconds=float(section.get("task_timeout_seconds", 600.0)),
             tls=TlsSettings.from_table(data.get("tls"), base=base_dir or Path.cwd()),
+            metrics=section.get("metrics", False),
         )
 
 

@@ -27,6 +27,7 @@ token, 403 for a valid token of the wrong role. Tokens and counts are never logg
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -55,6 +56,7 @@ from fedclust.counting.keyholder import (
 )
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import identify
+from fedclust.protocol.body_limit import RouteLimit
 from fedclust.protocol.messages import (
     CountReport,
     CountRoster,
@@ -67,6 +69,7 @@ from fedclust.protocol.messages import (
 from fedclust.protocol.tls import certificate_mismatch
 
 __all__ = [
+    "BODY_LIMITS",
     "Coordinator",
     "CoordinatorIdentity",
     "ErrorDetail",
@@ -74,6 +77,7 @@ __all__ = [
     "Participant",
     "ParticipantIdentity",
     "router",
+    "token_check",
 ]
 
 log = logging.getLogger("fedclust.counting")
@@ -151,6 +155,23 @@ def _identify(
 
 
 Caller = Annotated[CoordinatorIdentity | ParticipantIdentity, Depends(_identify)]
+
+
+def token_check(settings: CountingSettings) -> Callable[[str], bool]:
+    """Whether a bearer token is the coordinator's or an enrolled participant's (for the
+    body guard, which refuses a stranger's body before reading it)."""
+    digests = [(settings.coordinator_token_sha256, True)] + [
+        (cred.token_sha256, True) for cred in settings.participants
+    ]
+    return lambda token: identify(token, digests) is not None
+
+
+#: Small bodies for small messages; every other route takes up to ``MAX_BODY_BYTES``.
+BODY_LIMITS: tuple[RouteLimit, ...] = (
+    ("PUT", r"/api/v1/jobs/[^/]+/roster", 1024 * 1024),  # 10,000 identifiers
+    ("POST", r"/api/v1/jobs/[^/]+/counts", 4 * 1024),
+    ("POST", r"/api/v1/jobs/[^/]+/paillier/contributions", 4 * 1024),
+)
 
 
 def require_coordinator(caller: Caller) -> CoordinatorIdentity:

@@ -1,7 +1,9 @@
 """The counting service's FastAPI application: ``create_app(settings)``.
 
 No application is built at import time. The store (database) is opened when the app is
-created and closed when the app shuts down.
+created and closed when the app shuts down. Operators get ``/healthz``, ``/readyz`` (the
+database answers) and, with ``metrics = true``, ``/metrics`` with the request counter, all
+left out of the OpenAPI document (:mod:`protocol.observability`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
 
-from fedclust.counting.api import router
+from fedclust.counting.api import BODY_LIMITS, router, token_check
 from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import PaillierKeyHolder
 from fedclust.counting.settings import CountingSettings
+from fedclust.protocol.allow import method_not_allowed
 from fedclust.protocol.body_limit import BodySizeLimit
 from fedclust.protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
+from fedclust.protocol.observability import add_observability
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -82,6 +87,15 @@ def create_app(settings: CountingSettings) -> FastAPI:
         store, bits=settings.paillier_bits, min_cohort=max(3, settings.min_participants)
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_exception_handler(405, method_not_allowed)
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
+                       authorised=token_check(settings))
     app.include_router(router, prefix=API_PREFIX)
+    add_observability(
+        app,
+        registry=CollectorRegistry(),
+        # A read of a roster no job has: one trivial query through the store's own engine.
+        checks=lambda: {"database": lambda: store.roster("")},
+        metrics=settings.metrics,
+    )
     return app

@@ -51,6 +51,7 @@ from fedclust.counting.keyholder import (
     mismatch_message,
 )
 from fedclust.counting.release_guard import release_would_expose
+from fedclust.protocol.sqlite_file import create_private_sqlite
 
 __all__ = [
     "AlreadyReportedError",
@@ -188,6 +189,7 @@ class CountingStore:
     """Rosters and counts of every job, in the database at ``database_url``."""
 
     def __init__(self, database_url: str) -> None:
+        create_private_sqlite(database_url)
         self._engine = make_engine(database_url)
         _Base.metadata.create_all(self._engine)
         self._lock = threading.Lock()

@@ -9,6 +9,7 @@
     min_participants = 3
     paillier_bits = 2048                     # modulus of each job's Paillier key (>= 1024)
     coordinator_token_sha256 = "<sha256 hex of the coordinator's token>"
+    metrics = false                          # true: serve GET /metrics (no token)
 
     [[participants]]
     id = "hospital-a"
@@ -75,6 +76,8 @@ class CountingSettings:
         paillier_bits: the modulus size of each job's Paillier key pair (>= 1024).
         host, port: where ``fedclust counter serve`` listens.
         tls: HTTPS and mutual TLS (``[tls]``).
+        metrics: serve Prometheus metrics at ``GET /metrics`` without a token (off by
+            default; see :mod:`protocol.observability`).
     """
 
     coordinator_token_sha256: str
@@ -85,6 +88,7 @@ class CountingSettings:
     host: str = "127.0.0.1"
     port: int = 8701
     tls: TlsSettings = field(default_factory=TlsSettings)
+    metrics: bool = False
     _by_id: Mapping[str, ParticipantCredential] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -103,6 +107,8 @@ class CountingSettings:
             raise ValueError("paillier_bits must be an integer >= 1024.")
         if self.paillier_bits < 1024:
             raise ValueError(f"paillier_bits must be >= 1024; got {self.paillier_bits}.")
+        if not isinstance(self.metrics, bool):
+            raise ValueError("metrics must be true or false.")
         if isinstance(self.port, bool) or not isinstance(self.port, int):
             raise ValueError("port must be an integer in 1..65535.")
         if not 1 <= self.port <= 65535:
@@ -150,7 +156,7 @@ class CountingSettings:
             section,
             {
                 "host", "port", "database_url", "min_participants", "paillier_bits",
-                "coordinator_token_sha256",
+                "coordinator_token_sha256", "metrics",
             },
             where="[counting]",
         )
@@ -170,7 +176,7 @@ class CountingSettings:
             creds.append(ParticipantCredential(id=entry["id"], token_sha256=entry["token_sha256"]))
         kwargs: dict[str, Any] = {
             k: section[k]
-            for k in ("host", "port", "min_participants", "paillier_bits")
+            for k in ("host", "port", "min_participants", "paillier_bits", "metrics")
             if k in section
         }
         if "database_url" in section:

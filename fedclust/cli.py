@@ -4,6 +4,8 @@
   dataset or a user's file; ``--json`` prints one JSON document instead of the table.
 - ``fedclust coordinator serve``, ``fedclust counter serve`` and ``fedclust participant run``
   run the three service roles from their TOML configs.
+- ``fedclust participant assign`` labels a participant's own rows with a finished job's centers,
+  computed locally (:mod:`fedclust.assign`).
 - ``fedclust job submit|status|result|cancel`` are the analyst's calls to a coordinator.
 - ``fedclust demo`` runs a whole federation on loopback (see :mod:`fedclust.demo`).
 - ``fedclust audit verify|show LOG`` check and summarise a participant's audit log
@@ -24,10 +26,11 @@ import logging
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import numpy as np
@@ -37,14 +40,16 @@ from fedclust.client import (
     AnalystClient,
     AnalystConfig,
     ApiError,
-    ProgressLine,
     format_progress,
 )
 from fedclust.coordinator.sweep import ALGORITHMS, PLAIN_ONLY
 from fedclust.data.federations import SYNTHETIC, build_federation
+from fedclust.data.loaders import DataWarning
 from fedclust.deep_simulate import DEEP_ALGORITHMS
 from fedclust.exports import feature_names, with_feature_names, write_exports
+from fedclust.progress import SweepProgress
 from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.logformat import ENV_VAR, FORMATS, configure_logging
 from fedclust.protocol.messages import (
     DisclosureLedger,
     DistillParams,
@@ -94,8 +99,15 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the command, what is wrong, where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fedclust",
         description="Federated cluster analysis without pooling data.",
     )
@@ -123,6 +135,18 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--split-by", metavar="COLUMN", help="one participant per value of COLUMN")
     sim.add_argument("--columns", metavar="A,B,...", type=_columns, help="feature columns")
     sim.add_argument("--label-column", metavar="COLUMN", help="ground truth, for evaluation only")
+    sim.add_argument(
+        "--missing", choices=("fail", "drop"), default="fail",
+        help="a blank, NA or NaN in a feature column: fail (default) or drop its rows",
+    )
+    sim.add_argument(
+        "--decimal", choices=(".", ","), default=".",
+        help="the decimal mark of --data (',' for 3,14; fields then separated by ';' or TAB)",
+    )
+    sim.add_argument(
+        "--encoding", default="utf-8", metavar="NAME",
+        help="the text encoding of --data (default utf-8), e.g. latin-1",
+    )
     sim.add_argument("--participants", metavar="P", type=int, help="number of participants")
     sim.add_argument(
         "--split", choices=("uniform", "iid", "dirichlet"), default="uniform",
@@ -349,6 +373,10 @@ def _add_service_parsers(sub: Any) -> None:
         actions = role_parser.add_subparsers(dest="action", required=True)
         cmd = actions.add_parser(action, help=helptext, description=helptext + ".")
         cmd.add_argument("--config", required=True, metavar="FILE", help="TOML config file")
+        cmd.add_argument(
+            "--log-format", choices=FORMATS, default=None,
+            help=f"log lines as text or one JSON object each (default: ${ENV_VAR}, else text)",
+        )
         if role == "participant":
             identity = actions.add_parser(
                 "identity", help="print this organisation's public identity key",
@@ -361,6 +389,40 @@ def _add_service_parsers(sub: Any) -> None:
             identity.add_argument(
                 "--config", required=True, metavar="FILE", help="TOML config file"
             )
+            _add_participant_parser(actions)
+
+
+def _add_participant_parser(actions: Any) -> None:
+    assign = actions.add_parser(
+        "assign", help="label this organisation's rows with a finished job's centers",
+        description=(
+            "Fetch a finished job's centers with this participant's token (one GET; only a "
+            "member of the job may) and label the rows of its data file locally: a CSV with "
+            "columns row, label and membership_0 .. membership_{K-1} (fuzzy memberships for "
+            "ffcm/fedfcm, one-hot for the k-means algorithms). Nothing data-dependent is sent."
+        ),
+    )
+    assign.add_argument("--config", required=True, metavar="FILE", help="participant.toml")
+    assign.add_argument("--job", required=True, metavar="ID", help="the finished job's id")
+    assign.add_argument("--out", required=True, type=Path, metavar="FILE", help="labels CSV")
+    assign.add_argument(
+        "--k", type=int, metavar="K", help="the sweep's K to use (default: the selected K)"
+    )
+
+
+def _participant_assign(config: Any, args: argparse.Namespace) -> int:
+    from fedclust.assign import assign_job, labels_frame, write_labels
+
+    rows = assign_job(config, args.job, k=args.k)
+    if rows.withheld:
+        print(
+            f"K={rows.k}: centers {rows.withheld} are withheld; label and membership columns "
+            f"number the {len(rows.centers)} released centers {rows.centers} in order.",
+            file=sys.stderr,
+        )
+    write_labels(labels_frame(rows), args.out)
+    print(f"wrote {args.out} ({len(rows.assignment.labels)} rows, K={rows.k})")
+    return 0
 
 
 def _add_job_parsers(sub: Any) -> None:
@@ -764,6 +826,7 @@ def _simulate(args: argparse.Namespace) -> int:
         dataset=args.dataset, data=args.data, columns=args.columns, split_by=args.split_by,
         label_column=args.label_column, participants=args.participants, split=args.split,
         alpha=0.5 if args.alpha is None else args.alpha, beta=args.beta, seed=args.seed,
+        missing=args.missing, decimal=args.decimal, encoding=args.encoding,
     )
     _check_protection(args)
     ks = [args.k] if args.k is not None else args.k_range
@@ -782,7 +845,11 @@ def _simulate(args: argparse.Namespace) -> int:
 
         doc = run_in_process(federation, spec, min_cohort=args.min_cohort)
     else:
-        doc = simulate(federation, min_cohort=args.min_cohort, **params).to_document()
+        with SweepProgress(spec.ks, command="fedclust simulate") as progress:
+            doc = simulate(
+                federation, min_cohort=args.min_cohort, on_progress=progress.simulation,
+                **params,
+            ).to_document()
     doc = with_feature_names(doc, federation.feature_names)
     if args.out is not None:
         write_exports(doc, args.out)
@@ -796,13 +863,9 @@ def _simulate(args: argparse.Namespace) -> int:
 # -- services ------------------------------------------------------------------------------------
 # Seconds uvicorn waits for open requests (participants' long polls) before shutting down.
 _GRACEFUL_SHUTDOWN = 3
-def _log_to_stderr() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per long poll otherwise
-    logging.getLogger("httpcore").setLevel(logging.WARNING)
+def _log_to_stderr(args: argparse.Namespace) -> None:
+    """Log to stderr as ``--log-format`` (or ``$FEDCLUST_LOG_FORMAT``) says: protocol.logformat."""
+    configure_logging(args.log_format)
 
 
 def _coordinator(args: argparse.Namespace) -> int:
@@ -812,7 +875,7 @@ def _coordinator(args: argparse.Namespace) -> int:
     from fedclust.coordinator.settings import CoordinatorSettings
 
     settings = CoordinatorSettings.from_file(args.config)
-    _log_to_stderr()
+    _log_to_stderr(args)
     app = create_app(settings)
 
     class Server(uvicorn.Server):
@@ -827,7 +890,7 @@ def _coordinator(args: argparse.Namespace) -> int:
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="warning",
+        app, host=settings.host, port=settings.port, log_level="warning", log_config=None,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN, **settings.tls.uvicorn_options(),
     )
     Server(config).run()
@@ -841,25 +904,28 @@ def _counter(args: argparse.Namespace) -> int:
     from fedclust.counting.settings import CountingSettings
 
     settings = CountingSettings.from_file(args.config)
-    _log_to_stderr()
+    _log_to_stderr(args)
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, log_level="warning",
+        log_config=None,  # uvicorn's records go through _log_to_stderr's format
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN, **settings.tls.uvicorn_options(),
     )
     return 0
 
 
 def _participant(args: argparse.Namespace) -> int:
-    from fedclust.participant.agent import run_agent
+    from fedclust.participant.agent import AgentError, run_agent
     from fedclust.participant.config import ParticipantConfig
     from fedclust.participant.secure import load_identity
     from fedclust.protocol.secure_wire import b64
 
     config = ParticipantConfig.from_file(args.config)
+    if args.action == "assign":
+        return _participant_assign(config, args)
     if args.action == "identity":
         print(f"{config.id} = \"{b64(load_identity(config.identity_path).public_bytes())}\"")
         return 0
-    _log_to_stderr()
+    _log_to_stderr(args)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -869,6 +935,9 @@ def _participant(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _on_signal)
     try:
         run_agent(config, stop=stop)
+    except AgentError as exc:
+        print(f"fedclust participant run: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         stop.set()
         logging.getLogger("fedclust.participant").info("participant %s: stopped", config.id)
@@ -894,11 +963,20 @@ def _valid_job(build: Callable[[], JobCreate]) -> JobCreate:
         return build()
     except ValidationError as exc:
         detail = "; ".join(
-            (".".join(str(p) for p in e["loc"]) + ": " if e["loc"] else "")
-            + e["msg"].removeprefix("Value error, ")
+            (_flag_of(e["loc"]) + " " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
             for e in exc.errors()
         )
         raise ValueError(f"invalid job: {detail}") from None
+
+
+def _flag_of(loc: tuple[int | str, ...]) -> str:
+    """The command-line flag of a job field (``local_k_range`` → ``--local-range``)."""
+    name = str(loc[0])
+    flag = {"local_k_range": "--local-range", "local_k": "--local"}.get(
+        name, "--" + name.replace("_", "-")
+    )
+    return flag + "".join(f"[{p}]" for p in loc[1:])
 
 
 def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> JobCreate:
@@ -975,11 +1053,8 @@ def _job(args: argparse.Namespace) -> int:
                 print(job.model_dump_json(indent=2) if args.json else job.id)
                 return 0
             print(f"submitted job {job.id}", file=sys.stderr)
-            line = ProgressLine(sys.stderr)
-            try:
-                job = client.follow(job.id, on_update=line)
-            finally:
-                line.close()
+            with SweepProgress(job.spec.ks, command="fedclust job submit") as progress:
+                job = client.follow(job.id, on_update=progress.job)
             return print_job_result(client, job, as_json=args.json)
         if args.action == "list":
             print(format_job_list(client.jobs(), as_json=args.json))
@@ -1041,13 +1116,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pki": _pki, "plot": _plot,
     }
     command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+
+    def show_warning(message: Warning | str, *_: object, **__: object) -> None:
+        print(f"fedclust {command}: warning: {message}", file=sys.stderr)
+
     try:
-        status: int = handlers[args.command](args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DataWarning)
+            warnings.showwarning = show_warning
+            status: int = handlers[args.command](args)
     except ApiError as exc:
         print(f"fedclust {command}: error: the coordinator answered {exc}", file=sys.stderr)
         return 2
     except httpx.HTTPError as exc:
-        print(f"fedclust {command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"fedclust {command}: error: {_http_failure(exc)}", file=sys.stderr)
         return 2
     except (
         ValueError, FileNotFoundError, FileExistsError, RefusedError, ProtocolError,
@@ -1056,6 +1138,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fedclust {command}: error: {exc}", file=sys.stderr)
         return 2
     return status
+
+
+def _http_failure(exc: httpx.HTTPError) -> str:
+    """One line for a failed request, naming the URL it could not reach."""
+    try:
+        url = exc.request.url.copy_with(query=None)
+    except RuntimeError:  # no request attached
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return f"cannot reach {url} ({exc}): is the service running at that address?"
+    return f"{type(exc).__name__} from {url}: {exc}"
 
 
 if __name__ == "__main__":

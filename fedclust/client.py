@@ -8,13 +8,12 @@ Plain httpx over the REST API of ``/api/v1``; every response is parsed into the 
 from __future__ import annotations
 
 import os
-import sys
 import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 import httpx
 from pydantic import TypeAdapter
@@ -33,7 +32,6 @@ __all__ = [
     "AnalystClient",
     "AnalystConfig",
     "ApiError",
-    "ProgressLine",
     "format_progress",
 ]
 
@@ -238,33 +236,3 @@ def format_progress(job: JobPublic) -> str:
         if p.waiting_for:
             parts.append("waiting for " + ", ".join(p.waiting_for))
     return "  ".join(parts)
-
-
-class ProgressLine:
-    """A live progress display: one line rewritten in place on a terminal, else one line
-    per change (so logs and pipes stay readable)."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._stream = stream if stream is not None else sys.stderr
-        self._tty = self._stream.isatty()
-        self._last = ""
-        self._width = 0
-
-    def __call__(self, job: JobPublic) -> None:
-        line = format_progress(job)
-        if line == self._last:
-            return
-        self._last = line
-        if self._tty:
-            pad = " " * max(0, self._width - len(line))
-            self._stream.write("\r" + line + pad)
-            self._width = len(line)
-        else:
-            self._stream.write(line + "\n")
-        self._stream.flush()
-
-    def close(self) -> None:
-        """End the in-place line (a newline on a terminal)."""
-        if self._tty and self._last:
-            self._stream.write("\n")
-            self._stream.flush()

@@ -31,9 +31,10 @@ from typing import IO, Final, get_args
 import httpx
 import numpy as np
 
-from fedclust.client import AnalystClient, AnalystConfig, ProgressLine
+from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.data import synthetic
+from fedclust.progress import SweepProgress
 from fedclust.protocol.messages import JobCreate, JobPublic, ProtectionScheme, ResultDocument
 from fedclust.report import format_result
 
@@ -236,16 +237,13 @@ def _run(root: Path, seed: int, protection: ProtectionScheme) -> ResultDocument:
                 f"{protection})",
                 file=sys.stderr,
             )
-            line = ProgressLine(sys.stderr)
+            with SweepProgress(spec.ks, command="fedclust demo") as progress:
 
-            def show(update: JobPublic) -> None:
-                demo.check_alive()
-                line(update)
+                def show(update: JobPublic) -> None:
+                    demo.check_alive()
+                    progress.job(update)
 
-            try:
                 job = client.follow(job.id, on_update=show, poll=0.1, timeout=JOB_TIMEOUT)
-            finally:
-                line.close()
             if job.state != "succeeded":
                 raise RuntimeError(f"the demo job {job.state}: {job.error or 'no reason given'}")
             doc = client.result(job.id)

@@ -25,13 +25,12 @@ def feature_names(doc: ResultDocument) -> list[str]:
 
 
 def with_feature_names(doc: ResultDocument, names: Sequence[str] | None) -> ResultDocument:
-    """The document with ``feature_names`` set: ``names`` when given, else ``x0 .. x{D-1}``
-    (left None for model-based results, which have no centers)."""
-    if names is not None:
-        return doc.model_copy(update={"feature_names": list(names)})
-    if not doc.sweep:
+    """The document with ``feature_names`` set to ``names``; unchanged without names (so a
+    simulation of unnamed data gives the service's document; tables and exports then name
+    the columns ``x0 .. x{D-1}``, see :func:`feature_names`)."""
+    if names is None:
         return doc
-    return doc.model_copy(update={"feature_names": feature_names(doc)})
+    return doc.model_copy(update={"feature_names": list(names)})
 
 
 def sweep_frame(doc: ResultDocument) -> pd.DataFrame:

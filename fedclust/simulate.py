@@ -16,6 +16,7 @@ import numpy as np
 
 from fedclust.coordinator.job import JobOutcome, result_document, run_job
 from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
+from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.coordinator.sweep import SweepResult
 from fedclust.counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
@@ -216,6 +217,7 @@ def simulate(
     value_bound: float | None = None,
     min_center_contributors: int = 1,
     masking_graph: Literal["auto", "full"] = "auto",
+    on_progress: ProgressCallback | None = None,
 ) -> SimulationReport:
     """Run a K sweep of ``algorithm`` over the federation, in process.
 
@@ -237,6 +239,7 @@ def simulate(
             participants stand behind.
         masking_graph: whom each participant masks with ("auto": SecAgg+'s sparse graph
             where the cohort is large enough; "full": every pair).
+        on_progress: told of each stage and round, as the coordinator's job runner is.
     """
     spec = job_spec(
         federation, algorithm=algorithm, ks=ks, seed=seed, standardise=standardise,
@@ -251,7 +254,9 @@ def simulate(
         for name, X in zip(names, federation.parts, strict=True)
     ]
     members, summation = _protected(spec, participants)
-    outcome = run_job(members, spec, total_count=counter.total, summation=summation)
+    outcome = run_job(
+        members, spec, total_count=counter.total, summation=summation, on_progress=on_progress
+    )
     ari = None
     if federation.labels is not None:
         truth = np.concatenate(federation.labels)

@@ -43,6 +43,7 @@ import json
 import logging
 import math
 import os
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -90,6 +91,7 @@ _JOBS_IN_MEMORY: Final = 4
 _BLOBS_IN_MEMORY: Final = 16
 _HOLD_TASKS: Final = (msg.HoldLocalFcmTask, msg.HoldKmeansInitTask, msg.HoldKmeansStepTask)
 _REASON_MAX: Final = 2000
+_JITTER: Final = random.Random()  # retry delays, not secrets
 #: An idle agent anchors its audit log's head at the coordinator at most this often (s).
 AUDIT_ANCHOR_SECONDS: Final = 30.0
 _STATE_VERSION: Final = 1
@@ -387,6 +389,12 @@ class _Agent:
             what="enrolment",
             body=_Body(enrolment, recipient="coordinator", what="enrolment", kind="enrolment"),
         )
+        if response.status_code in (401, 403):
+            raise AgentError(
+                f"the coordinator at {self._config.coordinator_url} refused the token of "
+                f"participant {self._config.id!r} (HTTP {response.status_code}): check "
+                "[participant] token and id in its config file."
+            )
         if not response.is_success:
             raise AgentError(
                 f"the coordinator refused the enrolment of participant {self._config.id!r}: "
@@ -742,8 +750,12 @@ class _Agent:
                 if response.status_code < 500 and response.status_code != 429:
                     return response
                 problem = f"HTTP {response.status_code}"
-            log.warning("%s failed (%s); retrying in %.1f s", what, problem, delay)
-            if self._stop.wait(delay):
+            wait = delay * _JITTER.uniform(0.5, 1.0)  # spread the retries of many agents
+            log.warning(
+                "%s to %s failed (%s); retrying in %.1f s", what,
+                client.build_request(method, url).url.copy_with(query=None), problem, wait,
+            )
+            if self._stop.wait(wait):
                 raise _StoppedError
             delay = min(2 * delay, self._retry_max)
 

@@ -79,6 +79,9 @@ from fedclust.protocol.tls import CLIENT_KEYS, TlsSettings
 
 __all__ = ["DataSource", "ParticipantConfig", "load_data"]
 
+#: Tokens that are an example's placeholder, not a credential (REPLACE-WITH-..., <...>).
+_PLACEHOLDER = re.compile(r"(?i)replace|change[-_ ]?me|^<.*>$|your[-_ ]token|^todo")
+
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PUBLIC_KEY = re.compile(r"^[A-Za-z0-9+/]{43}=$")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -160,6 +163,11 @@ class ParticipantConfig:
             object.__setattr__(self, key, url.rstrip("/"))
         if not isinstance(self.token, str) or not self.token.strip():
             raise ValueError("[participant] token must be a non-empty string.")
+        if _PLACEHOLDER.search(self.token):
+            raise ValueError(
+                "[participant] token is still a placeholder: put in the token the "
+                "coordinator's operator issued to this participant."
+            )
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ParticipantConfig:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
@@ -53,9 +54,25 @@ ModelAlgorithm = Literal["fed-distill", "fedcref"]
 AnyAlgorithm = Literal["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"]
 ProtectionScheme = Literal["none", "masking", "paillier"]
 Identifier = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+#: The largest integer any wire field takes: every integer fits a signed 64-bit column and
+#: a float64 exactly, so no hostile value overflows numpy or the database (422 instead).
+MAX_WIRE_INT: Final = 2**53
+#: Counters (task ids, rounds, counts, sizes) on the wire.
+WireInt = Annotated[int, Field(ge=0, le=MAX_WIRE_INT)]
+#: A seed: any non-negative signed 64-bit integer.
+Seed64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 class _Strict(BaseModel):
+    """Strict, frozen, and every float finite (NaN and ±Infinity answer 422)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class _Document(BaseModel):
+    """An output document of the coordinator: strict, but a float may be infinite (the
+    first round's center shift)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -63,12 +80,12 @@ class WireArray(_Strict):
     """A numpy array, exact: dtype, shape and base64 of its little-endian C-order bytes."""
 
     dtype: Literal["float64", "float32", "int64", "uint64"]
-    shape: tuple[Annotated[int, Field(ge=0)], ...] = Field(max_length=4)
+    shape: tuple[Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)], ...] = Field(max_length=4)
     data: str
 
     @model_validator(mode="after")
     def _consistent(self) -> WireArray:
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        n = math.prod(self.shape)  # exact Python integers: no wrap-around
         if n > MAX_ARRAY_ELEMENTS:
             raise ValueError(f"array has {n} elements; at most {MAX_ARRAY_ELEMENTS} are accepted")
         arr = self._decode()
@@ -184,17 +201,17 @@ class KfedCentersTask(_Strict):
 
     kind: Literal["kfed_centers"] = "kfed_centers"
     k_local: int = Field(ge=1, le=10_000)
-    seed: int | None = None
+    seed: Seed64 | None = None
 
 
 class LocalKTask(_Strict):
     """The participant's own choice of K over [k_min, k_max] (Stallmann §2.2.3)."""
 
     kind: Literal["local_k"] = "local_k"
-    k_min: int = Field(ge=2)
+    k_min: int = Field(ge=2, le=100)
     k_max: int = Field(ge=2, le=100)
     m: float = Field(gt=1.0)
-    seed: int | None = None
+    seed: Seed64 | None = None
 
 
 
@@ -347,7 +364,7 @@ class FedCRefFedavgTask(_Strict):
     kind: Literal["fedcref_fedavg"] = "fedcref_fedavg"
     model: WireArray | None = None
     n_params: int = Field(ge=1, le=MAX_ARRAY_ELEMENTS)
-    members: dict[Identifier, list[Annotated[int, Field(ge=0)]]] = Field(
+    members: dict[Identifier, list[Annotated[int, Field(ge=0, le=100_000)]]] = Field(
         min_length=1, max_length=1000
     )
     seeds: dict[Identifier, Seed] = Field(min_length=1, max_length=1000)
@@ -431,10 +448,10 @@ class SecureSetupTask(_Strict):
     """
 
     kind: Literal["secure_setup"] = "secure_setup"
-    setup: int = Field(default=1, ge=1)
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
     roster: Cohort = Field(min_length=1)
-    degree: int | None = Field(default=None, ge=2)
-    threshold: int = Field(ge=1)
+    degree: int | None = Field(default=None, ge=2, le=MAX_COHORT)
+    threshold: int = Field(ge=1, le=MAX_COHORT)
     identities: dict[Identifier, Base64]
 
 
@@ -443,7 +460,7 @@ class SecureGraphTask(_Strict):
     the neighbours; answer the graph's digest."""
 
     kind: Literal["secure_graph"] = "secure_graph"
-    setup: int = Field(default=1, ge=1)
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
     adverts: list[SignedKeys] = Field(max_length=MAX_COHORT)
 
 
@@ -452,8 +469,8 @@ class SecureInputTask(_Strict):
     encode it, answer it masked with sealed seed shares for the neighbours."""
 
     kind: Literal["secure_input"] = "secure_input"
-    setup: int = Field(default=1, ge=1)
-    round: int = Field(ge=1)
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
     cohort: Cohort = Field(min_length=1)
     statistic: SumTaskSpec
     encoding: list[FieldEncoding] = Field(min_length=1, max_length=16)
@@ -464,8 +481,8 @@ class SecureUnmaskTask(_Strict):
     the sealed seed shares the surviving neighbours sent this participant."""
 
     kind: Literal["secure_unmask"] = "secure_unmask"
-    setup: int = Field(default=1, ge=1)
-    round: int = Field(ge=1)
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
     survivors: Cohort
     dropped: Cohort
     shares: list[SealedShare] = Field(max_length=MAX_COHORT)
@@ -482,11 +499,18 @@ class PaillierKey(_Strict):
 class EncryptedField(_Strict):
     """One summed field's packed ciphertexts (``crypto.paillier.EncryptedVector.to_dict``)."""
 
-    spec: dict[str, str | int | float]
-    shape: list[Annotated[int, Field(ge=0)]] = Field(max_length=4)
-    n_contributions: int = Field(ge=1)
+    spec: dict[str, str | WireInt | float]
+    shape: list[Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)]] = Field(max_length=4)
+    n_contributions: int = Field(ge=1, le=MAX_WIRE_INT)
     key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     ciphertexts: list[Base64] = Field(max_length=1_000_000)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> EncryptedField:
+        n = math.prod(self.shape)
+        if n > MAX_ARRAY_ELEMENTS:
+            raise ValueError(f"shape has {n} elements; at most {MAX_ARRAY_ELEMENTS} are accepted")
+        return self
 
 
 class PaillierInputTask(_Strict):
@@ -494,7 +518,7 @@ class PaillierInputTask(_Strict):
     first tell the counting service that this participant contributes to ``round``."""
 
     kind: Literal["paillier_input"] = "paillier_input"
-    round: int = Field(ge=1)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
     statistic: SumTaskSpec
     encoding: list[FieldEncoding] = Field(min_length=1, max_length=16)
     public_key: PaillierKey
@@ -540,7 +564,7 @@ class Task(_Strict):
 
     protocol_version: Literal[1] = PROTOCOL_VERSION
     job_id: Identifier
-    task_id: int = Field(ge=0)
+    task_id: WireInt
     algorithm: AnyAlgorithm
     spec: TaskSpec
 
@@ -625,7 +649,7 @@ class LocalFcmReply(_Strict):
     centers: WireArray
     weights: WireArray
     global_objective: float
-    n_iter: int = Field(ge=0)
+    n_iter: int = Field(ge=0, le=MAX_WIRE_INT)
 
     @classmethod
     def of(cls, r: LocalCenters) -> LocalFcmReply:
@@ -669,7 +693,7 @@ class KfedCentersReply(_Strict):
 
 class LocalKReply(_Strict):
     kind: Literal["local_k"] = "local_k"
-    k: int = Field(ge=1)
+    k: int = Field(ge=1, le=100_000)
 
 
 class DistillCountsReply(_Strict):
@@ -885,7 +909,7 @@ class Contribution(_Strict):
 
     protocol_version: Literal[1] = PROTOCOL_VERSION
     job_id: Identifier
-    task_id: int = Field(ge=0)
+    task_id: WireInt
     reply: Reply
 
 
@@ -895,7 +919,7 @@ class CountReport(_Strict):
 
     protocol_version: Literal[1] = PROTOCOL_VERSION
     job_id: Identifier
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_WIRE_INT)
 
 
 class CountRoster(_Strict):
@@ -910,8 +934,8 @@ class CountTotal(_Strict):
     """ΣN_l of a job, released once enough participants have reported."""
 
     job_id: Identifier
-    total: int = Field(ge=1)
-    reporters: int = Field(ge=1)
+    total: int = Field(ge=1, le=2**63 - 1)
+    reporters: int = Field(ge=1, le=MAX_WIRE_INT)
 
 
 
@@ -920,7 +944,7 @@ class PaillierContribution(_Strict):
 
     protocol_version: Literal[1] = PROTOCOL_VERSION
     job_id: Identifier
-    round: int = Field(ge=1)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
 
 
 class PaillierDecryptRequest(_Strict):
@@ -932,7 +956,7 @@ class PaillierDecryptRequest(_Strict):
 
     protocol_version: Literal[1] = PROTOCOL_VERSION
     job_id: Identifier
-    round: int = Field(ge=1)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
     contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
     vectors: dict[str, EncryptedField] = Field(min_length=1, max_length=16)
 
@@ -941,7 +965,7 @@ class PaillierDecryption(_Strict):
     """The decrypted, decoded sums of one Paillier round (one array per field)."""
 
     job_id: Identifier
-    round: int = Field(ge=1)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
     sums: dict[str, WireArray]
 
 # -- jobs: analyst ⇄ coordinator ----------------------------------------------------------------
@@ -1146,7 +1170,7 @@ class JobCreate(_Strict):
 JobState = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 
 
-class JobProgress(_Strict):
+class JobProgress(_Document):
     """Where a running job is: stage, K, round, last center shift, who has answered."""
 
     stage: str
@@ -1167,6 +1191,10 @@ class JobPublic(_Strict):
     updated_at: datetime
     progress: JobProgress | None = None
     error: str | None = None
+    owner: str | None = Field(
+        default=None,
+        description="The analyst who created the job (None: created before owners were kept).",
+    )
 
 
 class GroupingIteration(_Strict):
@@ -1178,7 +1206,7 @@ class GroupingIteration(_Strict):
     frozen: list[str]
 
 
-class SweepEntryDocument(_Strict):
+class SweepEntryDocument(_Document):
     """One K of a sweep in the result document.
 
     ``centers[j]`` is None when center j is withheld: fewer participants stand behind it
@@ -1448,7 +1476,7 @@ class ContributionReceipt(_Strict):
     """The coordinator accepted a contribution (HTTP 202)."""
 
     job_id: Identifier
-    task_id: int = Field(ge=0)
+    task_id: WireInt
     status: Literal["accepted"] = "accepted"
 
 
@@ -1529,7 +1557,7 @@ class Disclosure(_Strict):
     task_kind: str
     reply_kind: str
     fields: list[DisclosedField]
-    messages: int = Field(ge=0)
+    messages: int = Field(ge=0, le=MAX_WIRE_INT)
 
 
 class DisclosureLedger(_Strict):

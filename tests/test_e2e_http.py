@@ -262,7 +262,7 @@ def test_cli_job_commands(service: Service, capsys: pytest.CaptureFixture[str]) 
     submitted = re.search(r"submitted job (\S+)", err)
     assert submitted is not None
     job_id = submitted.group(1)
-    assert f"job {job_id}  succeeded" in err  # the progress display went to stderr
+    assert f"progress: job {job_id} succeeded" in err  # the progress display went to stderr
     assert main(["job", "status", job_id, "--config", config]) == 0
     assert "succeeded" in capsys.readouterr().out
     assert main(["job", "result", job_id, "--config", config, "--json"]) == 0

@@ -20,7 +20,7 @@ from fedclust.coordinator.broker import Broker
 from fedclust.coordinator.counting_client import CountingClient
 from fedclust.coordinator.db import Database
 from fedclust.coordinator.runner import JobRunner
-from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.coordinator.settings import AnalystRole, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.protocol.messages import ErrorDetail
 from fedclust.protocol.tls import certificate_mismatch
@@ -42,9 +42,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AnalystIdentity:
-    """An authenticated analyst."""
+    """An authenticated analyst; an admin sees every job, an analyst the jobs it created."""
 
     name: str
+    role: AnalystRole = "analyst"
+
+    def sees(self, owner: str | None) -> bool:
+        """Whether this analyst may see a job created by ``owner`` (None: created before
+        owners were recorded, seen by every analyst as before)."""
+        return self.role == "admin" or owner is None or owner == self.name
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,16 @@ class Authenticator:
 
     def __init__(self, settings: CoordinatorSettings) -> None:
         self._by_digest: dict[str, Identity] = {
-            a.token_sha256: AnalystIdentity(a.name) for a in settings.analysts
+            a.token_sha256: AnalystIdentity(a.name, a.role) for a in settings.analysts
         } | {p.token_sha256: ParticipantIdentity(p.id) for p in settings.participants}
         self.last_contact: dict[str, datetime] = {}
 
     def identify(self, token: str) -> Identity | None:
         return self._by_digest.get(token_sha256(token)) if token else None
+
+    def knows(self, token: str) -> bool:
+        """Whether ``token`` is any configured caller's (the body guard's question)."""
+        return self.identify(token) is not None
 
     def contacted(self, participant: str) -> None:
         """Note an authenticated request from ``participant`` now (kept in memory)."""

@@ -1,12 +1,23 @@
-"""Analyst routes: create, list, inspect, cancel jobs and fetch their results."""
+"""Analyst routes: create, list, inspect, cancel jobs and fetch their results.
+
+A job belongs to the analyst who created it: another analyst gets 404 for it (as if it did
+not exist) and does not see it listed; an analyst with role "admin" sees every job.
+"""
 
 from __future__ import annotations
 
 import secrets
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, HTTPException, Path, status
 
-from fedclust.coordinator.api.deps import Analyst, ServicesDep, error_responses, unprocessable
+from fedclust.coordinator.api.deps import (
+    Analyst,
+    AnalystIdentity,
+    ServicesDep,
+    error_responses,
+    unprocessable,
+)
 from fedclust.coordinator.db import JobRecord
 from fedclust.coordinator.disclosures import ledger
 from fedclust.protocol.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
@@ -16,6 +27,8 @@ __all__ = ["router"]
 router = APIRouter(tags=["jobs"])
 
 _SEED_BOUND = 2**32
+
+JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
 
 def _public(services: ServicesDep, job: JobRecord) -> JobPublic:
@@ -28,12 +41,14 @@ def _public(services: ServicesDep, job: JobRecord) -> JobPublic:
         updated_at=job.updated_at,
         progress=live if live is not None else job.progress,
         error=job.error,
+        owner=job.owner,
     )
 
 
-def _job(services: ServicesDep, job_id: str) -> JobRecord:
+def _job(services: ServicesDep, job_id: str, analyst: AnalystIdentity) -> JobRecord:
+    """The job, or 404 if it does not exist or is not this analyst's to see."""
     job = services.db.job(job_id)
-    if job is None:
+    if job is None or not analyst.sees(job.owner):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"job {job_id!r} does not exist")
     return job
 
@@ -106,7 +121,7 @@ def create_job(body: JobCreate, analyst: Analyst, services: ServicesDep) -> JobP
             {**body.model_dump(), "seed": secrets.randbelow(_SEED_BOUND)}
         )
     job_id = f"job-{secrets.token_hex(8)}"
-    record = services.db.create_job(job_id, spec, n_features=n_features)
+    record = services.db.create_job(job_id, spec, n_features=n_features, owner=analyst.name)
     services.runner.start(job_id)
     return _public(services, record)
 
@@ -119,8 +134,8 @@ def create_job(body: JobCreate, analyst: Analyst, services: ServicesDep) -> JobP
     responses=error_responses(401, 403),
 )
 def list_jobs(analyst: Analyst, services: ServicesDep) -> list[JobPublic]:
-    """Every job, oldest first."""
-    return [_public(services, job) for job in services.db.jobs()]
+    """The caller's jobs (an admin's: every job), oldest first."""
+    return [_public(services, job) for job in services.db.jobs() if analyst.sees(job.owner)]
 
 
 @router.get(
@@ -130,9 +145,9 @@ def list_jobs(analyst: Analyst, services: ServicesDep) -> list[JobPublic]:
     summary="Get a job and its progress",
     responses=error_responses(401, 403, 404),
 )
-def get_job(job_id: str, analyst: Analyst, services: ServicesDep) -> JobPublic:
+def get_job(job_id: JobId, analyst: Analyst, services: ServicesDep) -> JobPublic:
     """The job's state and progress (stage, K, round, shift, who answered / is awaited)."""
-    return _public(services, _job(services, job_id))
+    return _public(services, _job(services, job_id, analyst))
 
 
 @router.get(
@@ -142,9 +157,9 @@ def get_job(job_id: str, analyst: Analyst, services: ServicesDep) -> JobPublic:
     summary="Get a finished job's result document",
     responses=error_responses(401, 403, 404, 409),
 )
-def get_job_result(job_id: str, analyst: Analyst, services: ServicesDep) -> ResultDocument:
+def get_job_result(job_id: JobId, analyst: Analyst, services: ServicesDep) -> ResultDocument:
     """The result document; 409 until the job has succeeded."""
-    job = _job(services, job_id)
+    job = _job(services, job_id, analyst)
     if job.state != "succeeded" or job.result is None:
         reason = f": {job.error}" if job.error else ""
         raise HTTPException(
@@ -161,12 +176,12 @@ def get_job_result(job_id: str, analyst: Analyst, services: ServicesDep) -> Resu
     responses=error_responses(401, 403, 404),
 )
 def get_job_disclosures(
-    job_id: str, analyst: Analyst, services: ServicesDep
+    job_id: JobId, analyst: Analyst, services: ServicesDep
 ) -> DisclosureLedger:
     """The job's disclosure ledger: per participant and task kind, the fields the
     coordinator received (names, shapes, protection) and how many such messages, with
     plain-language notes on what the algorithm reveals. Available in every state."""
-    job = _job(services, job_id)
+    job = _job(services, job_id, analyst)
     services.broker.flush()  # replies received so far are stored
     return ledger(job, services.db.tasks(job_id))
 
@@ -178,12 +193,12 @@ def get_job_disclosures(
     summary="Cancel a job",
     responses=error_responses(401, 403, 404, 409),
 )
-def cancel_job(job_id: str, analyst: Analyst, services: ServicesDep) -> JobPublic:
+def cancel_job(job_id: JobId, analyst: Analyst, services: ServicesDep) -> JobPublic:
     """Cancel a pending or running job (idempotent); 409 once it has finished."""
-    job = _job(services, job_id)
+    job = _job(services, job_id, analyst)
     if job.state in ("succeeded", "failed"):
         raise HTTPException(
             status.HTTP_409_CONFLICT, f"job {job_id!r} has already {job.state}"
         )
     services.runner.cancel(job_id)
-    return _public(services, _job(services, job_id))
+    return _public(services, _job(services, job_id, analyst))

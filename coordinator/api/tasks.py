@@ -20,13 +20,20 @@ from fedclust.coordinator.api.deps import (
     unprocessable,
 )
 from fedclust.coordinator.broker import Broker, ContributionRejectedError
-from fedclust.protocol.messages import Contribution, ContributionReceipt, Task
+from fedclust.protocol.messages import (
+    MAX_WIRE_INT,
+    Contribution,
+    ContributionReceipt,
+    Task,
+)
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["tasks"])
 
 
+JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+TaskId = Annotated[int, Path(ge=0, le=MAX_WIRE_INT, description="The task's number")]
 Wait = Annotated[float, Query(ge=0, le=60, description="Seconds to wait for a task")]
 Blobs = Annotated[
     bool,
@@ -124,8 +131,8 @@ def get_blob(
     responses=error_responses(401, 403, 404, 409, 422),
 )
 async def submit_contribution(
-    job_id: str,
-    task_id: int,
+    job_id: JobId,
+    task_id: TaskId,
     body: Contribution,
     participant: CurrentParticipant,
     services: ServicesDep,
@@ -147,8 +154,8 @@ async def submit_contribution(
     responses={**_NEXT_TASK_RESPONSES, **error_responses(401, 403, 404, 409, 422)},
 )
 async def answer_task(
-    job_id: str,
-    task_id: int,
+    job_id: JobId,
+    task_id: TaskId,
     body: Contribution,
     participant: CurrentParticipant,
     services: ServicesDep,

@@ -21,6 +21,7 @@ from fedclust.data import loaders, splits, synthetic
 SYNTHETIC = ("motivational", "garst-grid")
 SplitKind = Literal["uniform", "iid", "dirichlet"]
 
+
 @dataclass(frozen=True)
 class Federation:
     """Participant datasets, optionally with ground-truth labels (for evaluation only) and
@@ -38,7 +39,6 @@ class Federation:
         if all(y is not None for _, y in pairs):
             return cls(name, parts, tuple(np.asarray(y) for _, y in pairs))
         return cls(name, parts, None)
-
 
 
 def _split(
@@ -71,16 +71,27 @@ def build_federation(
     alpha: float = 0.5,
     beta: float = 1.0,
     seed: int | None = None,
+    missing: loaders.Missing = "fail",
+    decimal: Literal[".", ","] = ".",
+    encoding: str = "utf-8",
 ) -> Federation:
     """Resolve the CLI's data options into a :class:`Federation`.
 
     Exactly one of ``dataset`` (a built-in or shared dataset name) and ``data`` (a CSV,
-    gzip CSV or ARFF file) is given. A table is split by ``split_by`` (one participant per
-    value of that column) or else into ``participants`` parts (default 3).
+    gzip CSV or ARFF file, read as ``missing``, ``decimal`` and ``encoding`` say; see
+    :func:`loaders.load_dataset`) is given. A table is split by ``split_by`` (one participant
+    per value of that column) or else into ``participants`` parts (default 3).
     """
     if (dataset is None) == (data is None):
         raise ValueError("Give exactly one of --dataset NAME and --data PATH.")
+    if participants is not None and participants < 1:
+        raise ValueError(f"--participants must be at least 1; got {participants}.")
     if dataset == "motivational":
+        if participants not in (None, 3):
+            raise ValueError(
+                "--dataset motivational has 3 participants by construction: leave out "
+                "--participants."
+            )
         return Federation.from_pairs(dataset, synthetic.motivational(seed=seed))
     if dataset == "garst-grid":
         # Five clients as in the authors' experiments; with a small beta a client far from
@@ -94,7 +105,8 @@ def build_federation(
     else:
         assert data is not None
         loaded = loaders.load_dataset(
-            data, columns=columns, split_by=split_by, label_column=label_column
+            data, columns=columns, split_by=split_by, label_column=label_column,
+            missing=missing, decimal=decimal, encoding=encoding,
         )
         name = data
     if loaded.groups is not None and (split_by is not None or participants is None):
@@ -102,6 +114,12 @@ def build_federation(
             name, splits.split_by_groups(loaded.X, loaded.y, loaded.groups)
         )
     else:
+        n_rows = loaded.X.shape[0]
+        if (participants or 3) > n_rows:
+            raise ValueError(
+                f"{name} has {n_rows} rows, fewer than {participants or 3} participants: "
+                f"give --participants {n_rows} or fewer."
+            )
         federation = Federation.from_pairs(
             name,
             _split(loaded.X, loaded.y, participants=participants or 3, split=split,

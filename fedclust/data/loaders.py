@@ -8,8 +8,11 @@ column, ARFF) goes through :func:`load_table`, the exact
 line-by-line parser into a :class:`Table` of raw strings, which also produces the error
 messages. :func:`builtin` loads the papers' datasets from the shared folder by name.
 
-Error messages name the file, the column and the line, never the offending value (a data file
-may hold personal data).
+Messy files get one-line errors and warnings (:class:`DataWarning`) that name the file, the
+column and the line, never the offending value (a data file may hold personal data), and say
+what to do: a missing value (blank, ``NA``, ``NaN``, ``?``) fails unless ``missing="drop"``
+leaves its rows out; a column of text is left out with a warning; decimal commas need
+``decimal=","``; a file not in UTF-8 needs its ``encoding``; a constant column is warned of.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import gzip
 import io
 import os
 import re
+import warnings
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +37,9 @@ from fedclust.protocol._validation import FloatArray
 
 __all__ = [
     "BUILTIN_NAMES",
+    "DataWarning",
     "LoadedData",
+    "Missing",
     "Table",
     "builtin",
     "load_dataset",
@@ -44,6 +50,15 @@ __all__ = [
 DATASETS_ENV = "FEDCLUST_DATASETS"
 _GZIP_MAGIC = b"\x1f\x8b"
 _DELIMITERS = (",", ";", "\t")
+#: Cells that stand for a missing value (compared case-insensitively, stripped).
+MISSING_CELLS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+_DECIMAL_COMMA = re.compile(r"[+-]?(\d+,\d*|,\d+)([eE][+-]?\d+)?")
+Missing = Literal["fail", "drop"]
+
+
+class DataWarning(UserWarning):
+    """Something about a data file the analyst should know (a column left out or constant,
+    rows dropped); the CLI prints each as one line."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,26 @@ class Table:
         """Names of the columns whose every cell is a finite number, in file order."""
         return tuple(c for c in self.columns if self.is_numeric(c))
 
+    def missing(self, name: str) -> NDArray[np.bool_]:
+        """Which cells of a column stand for a missing value (:data:`MISSING_CELLS`)."""
+        return np.array(
+            [v.strip().lower() in MISSING_CELLS for v in self.cells[self._index(name)]],
+            dtype=np.bool_,
+        )
+
+    def numbers_but_missing(self, name: str) -> bool:
+        """True when every cell that is not missing is a finite number (and some are)."""
+        col = self.cells[self._index(name)]
+        present = [v for v, gone in zip(col, self.missing(name), strict=True) if not gone]
+        return bool(present) and _first_bad(present) is None
+
+    def decimal_commas(self, name: str) -> bool:
+        """True when the column's cells that are not missing all look like decimal-comma
+        numbers (``3,14``)."""
+        col = self.cells[self._index(name)]
+        present = [v.strip() for v, gone in zip(col, self.missing(name), strict=True) if not gone]
+        return bool(present) and all(_DECIMAL_COMMA.fullmatch(v) for v in present)
+
 
 @dataclass(frozen=True)
 class LoadedData:
@@ -139,7 +174,7 @@ def _first_bad(col: Sequence[str]) -> int | None:
 
 
 # -- reading ---------------------------------------------------------------------------------
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, encoding: str = "utf-8") -> str:
     if not path.exists():
         raise FileNotFoundError(f"data file not found: {path}")
     if not path.is_file():
@@ -150,10 +185,22 @@ def _read_text(path: Path) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise ValueError(f"{path} is not a valid gzip file.") from exc
+    codec = "utf-8-sig" if _is_utf8(encoding) else encoding
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode(codec)
+    except LookupError:
+        raise ValueError(f"unknown text encoding {encoding!r} (e.g. utf-8, latin-1).") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path} is not UTF-8 text.") from exc
+        line = raw[: exc.start].count(b"\n") + 1
+        hint = (
+            "give its encoding, e.g. --encoding latin-1" if _is_utf8(encoding)
+            else "give the file's encoding with --encoding"
+        )
+        raise ValueError(f"{path} is not {encoding} text (line {line}): {hint}.") from None
+
+
+def _is_utf8(encoding: str) -> bool:
+    return encoding.lower().replace("_", "-") in ("utf-8", "utf8", "utf-8-sig")
 
 
 def _sniff_delimiter(text: str) -> str:
@@ -273,27 +320,50 @@ def _parse_arff(source: str, text: str) -> Table:
     return _build(source, names, records, "one per @attribute")
 
 
-def load_table(path: str | os.PathLike[str], *, header: bool | None = None) -> Table:
+def load_table(
+    path: str | os.PathLike[str],
+    *,
+    header: bool | None = None,
+    encoding: str = "utf-8",
+    decimal: Literal[".", ","] = ".",
+) -> Table:
     """Parse a CSV or ARFF file (optionally gzip-compressed) into a :class:`Table`.
 
     CSV: the delimiter is sniffed (',', ';' or TAB); quoted fields and CRLF line ends are
     handled; blank lines are skipped. ``header=None`` detects a header row (see
     ``_header_row``); without one the columns are named ``c0 .. c{n-1}``. ARFF: column names
     from the ``@attribute`` lines, rows after ``@data``, ``%`` comments skipped; nominal
-    attributes (such as a class column, usually last) are kept as text.
+    attributes (such as a class column, usually last) are kept as text. ``encoding``: the
+    file's text encoding; ``decimal=","`` reads ``3,14`` as 3.14 (the file's delimiter must
+    then be ';' or TAB).
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: the file is empty, has no data rows, or a row has the wrong number of
-            fields (the message names the line).
+        ValueError: the file is empty, has no data rows, is not text in ``encoding``, or a row
+            has the wrong number of fields (the message names the line).
     """
     p = Path(path)
-    text = _read_text(p)
+    text = _read_text(p, encoding)
     if not text.strip():
         raise ValueError(f"{p} is empty.")
-    if _is_arff(p, text):
-        return _parse_arff(str(p), text)
-    return _parse_csv(str(p), text, header)
+    table = _parse_arff(str(p), text) if _is_arff(p, text) else _parse_csv(str(p), text, header)
+    if decimal == ",":
+        if not _is_arff(p, text) and _sniff_delimiter(text) == ",":
+            raise ValueError(
+                f"{p}: --decimal , needs a file whose fields are separated by ';' or TAB, "
+                "not ','."
+            )
+        table = _with_decimal_points(table)
+    return table
+
+
+def _with_decimal_points(table: Table) -> Table:
+    """``table`` with every decimal-comma number (``3,14``) written with a point."""
+    cells = tuple(
+        tuple(v.replace(",", ".") if _DECIMAL_COMMA.fullmatch(v.strip()) else v for v in col)
+        for col in table.cells
+    )
+    return Table(table.columns, cells, table.line_numbers, table.source)
 
 
 # -- selecting features ----------------------------------------------------------------------
@@ -309,6 +379,36 @@ def _encode_labels(values: NDArray[np.str_]) -> tuple[NDArray[np.int64], tuple[s
     return codes.astype(np.int64), tuple(str(n) for n in names)
 
 
+def _feature_columns(table: Table, *, skip: set[str | None]) -> tuple[str, ...]:
+    """The numeric columns (missing values allowed) except ``skip``; a text column is left
+    out with a :class:`DataWarning`, decimal commas or no numeric column are errors."""
+    candidates = [c for c in table.columns if c not in skip]
+    chosen = tuple(c for c in candidates if table.numbers_but_missing(c))
+    commas = [c for c in candidates if c not in chosen and table.decimal_commas(c)]
+    if commas:
+        raise ValueError(
+            f"{table.source}: column {commas[0]!r} holds numbers with decimal commas: "
+            "read them with --decimal ,"
+        )
+    if not chosen:
+        raise ValueError(
+            f"{table.source} has no numeric feature columns (every column holds text): name "
+            "the feature columns with --columns to see which value is not a number."
+        )
+    text = [c for c in candidates if c not in chosen]
+    if text:
+        _warn_text_columns(table.source, text)
+    return chosen
+
+
+def _warn_text_columns(source: str, names: Sequence[str]) -> None:
+    warnings.warn(
+        f"{source}: left out the non-numeric column(s) {', '.join(repr(c) for c in names)} "
+        "(name the features with --columns to choose them yourself).",
+        DataWarning, stacklevel=4,
+    )
+
+
 def _from_table(
     table: Table,
     *,
@@ -316,21 +416,48 @@ def _from_table(
     split_by: str | None,
     label_column: str | None,
     keep: NDArray[np.bool_] | None = None,
+    missing: Missing = "fail",
 ) -> LoadedData:
     for special in (split_by, label_column):
         if special is not None:
             table._index(special)  # ValueError listing the available columns
     if columns is None:
-        skip = {split_by, label_column}
-        chosen = tuple(c for c in table.numeric_columns() if c not in skip)
-        if not chosen:
-            raise ValueError(f"{table.source} has no numeric feature columns.")
+        chosen = _feature_columns(table, skip={split_by, label_column})
     else:
         chosen = tuple(columns)
         if not chosen:
             raise ValueError("columns must name at least one column; got an empty sequence.")
         for c in chosen:
             table._index(c)
+    holes = {
+        c: gone for c in chosen
+        if (gone := table.missing(c)).any() and table.numbers_but_missing(c)
+    }
+    if holes and missing == "fail":
+        name, gone = next(iter(holes.items()))
+        raise ValueError(
+            f"column {name!r} of {table.source} has {int(gone.sum())} missing value(s) "
+            f"(blank, NA or NaN; the first on line {table.line_numbers[int(np.argmax(gone))]}):"
+            " fill them in, or leave those rows out with --missing drop."
+        )
+    complete = np.ones(table.n_rows, dtype=np.bool_)
+    for gone in holes.values():
+        complete &= ~gone
+    if not complete.all():
+        if not complete.any():
+            raise ValueError(f"{table.source}: every row has a missing value.")
+        warnings.warn(
+            f"{table.source}: left out {int((~complete).sum())} row(s) with a missing value "
+            "(--missing drop).", DataWarning, stacklevel=3,
+        )
+        table = Table(
+            table.columns,
+            tuple(tuple(v for v, ok in zip(col, complete, strict=True) if ok)
+                  for col in table.cells),
+            tuple(n for n, ok in zip(table.line_numbers, complete, strict=True) if ok),
+            table.source,
+        )
+        keep = None if keep is None else keep[complete]
     X = np.column_stack([table.numeric(c) for c in chosen])
     y = label_names = None
     if label_column is not None:
@@ -367,10 +494,12 @@ def _prefix_text(path: Path) -> str | None:
             raw: bytes = f.read(_PREFIX_BYTES)
     except (OSError, EOFError):
         return None
-    text = raw.decode("utf-8-sig", errors="ignore")
     if len(raw) == _PREFIX_BYTES:
-        text = text[: text.rfind("\n") + 1]
-    return text
+        raw = raw[: raw.rfind(b"\n") + 1]
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:  # the exact parser names the line
+        return None
 
 
 def csv_layout(path: Path) -> tuple[str, tuple[str, ...], bool] | None:
@@ -429,6 +558,11 @@ def _arrow_strings(column: pa.Array) -> list[str] | None:
     return None if any(c.startswith('"') for c in cells) else cells
 
 
+def _looks_decimal_comma(column: pa.Array) -> bool:
+    cells = [str(v).strip() for v in column.to_pylist() if v is not None]
+    return bool(cells) and all(_DECIMAL_COMMA.fullmatch(c) for c in cells)
+
+
 def _fast_dataset(
     path: Path,
     *,
@@ -464,6 +598,9 @@ def _fast_dataset(
         )
         if not chosen or any(n not in numeric for n in chosen):
             return None
+        left_out = [n for n in names if n not in numeric and n not in skip] * (columns is None)
+        if any(_looks_decimal_comma(first.column(n)) for n in left_out):
+            return None  # the exact parser says how to read them
         types = {n: pa.float64() for n in chosen} | {n: pa.string() for n in text_columns}
         # Room for the estimated rows: pages never written are never resident, and
         # ndarray.resize moves a large block with mremap, not by copying it.
@@ -497,6 +634,8 @@ def _fast_dataset(
         y, label_names = _encode_labels(np.array(text[label_column], dtype=np.str_))
     if split_by is not None:
         groups = np.array(text[split_by], dtype=np.str_)
+    if left_out:
+        _warn_text_columns(str(path), left_out)
     return LoadedData(
         X=X, y=y, groups=groups, feature_names=tuple(chosen), label_names=label_names or ()
     )
@@ -508,6 +647,9 @@ def load_dataset(
     columns: Sequence[str] | None = None,
     split_by: str | None = None,
     label_column: str | None = None,
+    missing: Missing = "fail",
+    decimal: Literal[".", ","] = ".",
+    encoding: str = "utf-8",
 ) -> LoadedData:
     """Load features, optional labels and optional participant groups from a data file.
 
@@ -518,18 +660,39 @@ def load_dataset(
             A named column must be numeric.
         split_by: a column whose distinct values define the participants (kept as text).
         label_column: a column of true labels, for evaluation only.
+        missing: "fail" on a missing value in a feature column, or "drop" its rows.
+        decimal: "," for numbers written ``3,14`` (see :func:`load_table`).
+        encoding: the file's text encoding.
 
     Raises:
-        ValueError: a named column does not exist (the message lists the available ones), or
-            a chosen column holds a value that is not a number (column and line named).
+        ValueError: a named column does not exist (the message lists the available ones),
+            a chosen column holds a value that is not a number or is missing (column and
+            line named), or the file is not text in ``encoding``.
+
+    Warns:
+        DataWarning: a text column left out, rows with a missing value dropped, a constant
+            feature column.
     """
-    fast = _fast_dataset(
-        Path(path), columns=columns, split_by=split_by, label_column=label_column
-    )
-    if fast is not None:
-        return fast
-    table = load_table(path)
-    return _from_table(table, columns=columns, split_by=split_by, label_column=label_column)
+    fast = None
+    if decimal == "." and _is_utf8(encoding):
+        fast = _fast_dataset(
+            Path(path), columns=columns, split_by=split_by, label_column=label_column
+        )
+    if fast is None:
+        table = load_table(path, encoding=encoding, decimal=decimal)
+        fast = _from_table(
+            table, columns=columns, split_by=split_by, label_column=label_column,
+            missing=missing,
+        )
+    constant = [n for n, j in zip(fast.feature_names, range(fast.X.shape[1]), strict=True)
+                if fast.X.shape[0] > 1 and np.ptp(fast.X[:, j]) == 0]
+    if constant:
+        warnings.warn(
+            f"{path}: the column(s) {', '.join(repr(c) for c in constant)} hold one value "
+            "only and cannot separate clusters (leave them out with --columns).",
+            DataWarning, stacklevel=2,
+        )
+    return fast
 
 
 # -- the shared reference datasets -----------------------------------------------------------

@@ -9,11 +9,15 @@ import httpx
 import pytest
 
 from fedclust.coordinator.counting_client import CountingClient, CountingError
+from fedclust.protocol.messages import PaillierDecryptRequest
 
 
-def client_for(handler: Callable[[httpx.Request], httpx.Response]) -> CountingClient:
+def client_for(
+    handler: Callable[[httpx.Request], httpx.Response], outage_seconds: float = 0.3
+) -> CountingClient:
     return CountingClient(
-        "http://counting.test/", "tok", transport=httpx.MockTransport(handler), retry_delay=0.0
+        "http://counting.test/", "tok", transport=httpx.MockTransport(handler),
+        retry_delay=0.01, outage_seconds=outage_seconds,
     )
 
 
@@ -64,6 +68,44 @@ def test_malformed_total_and_unreachable_service() -> None:
         calls.append(request)
         raise httpx.ConnectError("refused", request=request)
 
-    with pytest.raises(CountingError, match="cannot be reached"):
+    with pytest.raises(CountingError) as info:
         client_for(down).total("j")
-    assert len(calls) == 3  # retried twice
+    assert str(info.value) == (
+        "the counting service at http://counting.test cannot be reached (ConnectError; "
+        "retried for 0.3 s)"
+    )
+    assert len(calls) >= 3  # retried with backoff until the outage budget ran out
+
+
+def test_an_outage_is_waited_out() -> None:
+    """A counting service restarting (no connection, then 503) is retried with backoff."""
+    answers = [None, None, httpx.Response(503), httpx.Response(503)]
+
+    def restarting(request: httpx.Request) -> httpx.Response:
+        if answers:
+            answer = answers.pop(0)
+            if answer is None:
+                raise httpx.ConnectError("refused", request=request)
+            return answer
+        return httpx.Response(200, json={"job_id": "j", "total": 42, "reporters": 3})
+
+    assert client_for(restarting, outage_seconds=30).total("j") == 42
+    assert not answers
+
+
+def test_a_decryption_is_not_resent_after_it_may_have_arrived() -> None:
+    calls: list[httpx.Request] = []
+
+    def lost(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if request.method == "POST":
+            raise httpx.ReadTimeout("no answer", request=request)
+        return httpx.Response(503)
+
+    client = client_for(lost)
+    request = PaillierDecryptRequest.model_construct(  # its vectors do not matter here
+        job_id="j", round=1, contributors=["a", "b", "c"], vectors={}
+    )
+    with pytest.raises(CountingError, match="did not answer"):
+        client.paillier_decrypt(request)
+    assert len(calls) == 1

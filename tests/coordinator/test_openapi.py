@@ -13,6 +13,9 @@ DOCUMENT = Path(__file__).resolve().parents[2] / "deploy" / "openapi" / "coordin
 OPERATIONS = {
     ("post", "/api/v1/participants/enrol"): ("enrol_participant", "participants"),
     ("get", "/api/v1/participants"): ("list_participants", "participants"),
+    ("get", "/api/v1/participants/jobs/{job_id}/result"): (
+        "get_participant_job_result", "participants",
+    ),
     ("post", "/api/v1/jobs"): ("create_job", "jobs"),
     ("get", "/api/v1/jobs"): ("list_jobs", "jobs"),
     ("get", "/api/v1/jobs/{job_id}"): ("get_job", "jobs"),

@@ -454,8 +454,9 @@ def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: 
 
     members[0]._session = session(0)
     summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
-    (saved,) = (tmp_path / "keys").iterdir()
-    assert saved.name == "setup-1.json" and saved.stat().st_mode & 0o777 == 0o600
+    saved, answers = tmp_path / "keys" / "setup-1.json", tmp_path / "keys" / "answers.json"
+    assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == [answers.name, saved.name]
+    assert all(f.stat().st_mode & 0o777 == 0o600 for f in (saved, answers))  # both secret
     members[0]._session = session(summation.rounds)  # the agent restarts from its state
     total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
     assert names == ("org-0", "org-1", "org-2", "org-3")

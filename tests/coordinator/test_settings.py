@@ -81,3 +81,25 @@ def test_shared_tokens_are_refused() -> None:
             analysts=(AnalystCredential("a", HASH_A),),
             participants=(ParticipantCredential("p", HASH_A),),
         )
+
+
+def test_an_analyst_role_defaults_to_analyst_and_may_be_admin(tmp_path: Path) -> None:
+    s = CoordinatorSettings.from_file(write(tmp_path, GOOD))
+    assert s.analysts[0].role == "analyst"
+    admin = GOOD.replace('name = "alice"', 'name = "alice"\nrole = "admin"')
+    assert CoordinatorSettings.from_file(write(tmp_path, admin)).analysts[0].role == "admin"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('role = "root"', "analyst 'alice': role must be 'analyst' or 'admin'; got 'root'"),
+        (f'[[analysts]]\nname = "alice"\ntoken_sha256 = "{token_sha256("other")}"',
+         "analyst names in the configuration must be distinct"),
+    ],
+    ids=["unknown-role", "duplicate-name"],
+)
+def test_bad_analyst_entries_are_refused(tmp_path: Path, extra: str, message: str) -> None:
+    text = GOOD.replace(f'token_sha256 = "{HASH_A}"', f'token_sha256 = "{HASH_A}"\n{extra}')
+    with pytest.raises(ValueError, match=message):
+        CoordinatorSettings.from_file(write(tmp_path, text))

@@ -22,7 +22,8 @@ from tests.fedclust._results import sample_document
 def test_feature_names_fall_back_to_indexed_names() -> None:
     assert feature_names(sample_document(width=3)) == ["x0", "x1", "x2"]
     assert feature_names(sample_document(names=["age", "income"])) == ["age", "income"]
-    assert with_feature_names(sample_document(), None).feature_names == ["x0", "x1"]
+    unnamed = sample_document()
+    assert with_feature_names(unnamed, None) == unnamed  # the service's document, unchanged
     assert with_feature_names(sample_document(), ("a", "b")).feature_names == ["a", "b"]
 
 

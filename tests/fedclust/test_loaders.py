@@ -134,7 +134,8 @@ def test_non_numeric_value_names_column_and_line_not_value(tmp_path: Path) -> No
 
 def test_categorical_column_named_is_refused(tmp_path: Path) -> None:
     f = _write(tmp_path / "j.csv", "age,job\n30,admin.\n40,cook\n")
-    assert load_dataset(f).feature_names == ("age",)  # excluded by default
+    with pytest.warns(UserWarning, match="left out the non-numeric column.*'job'"):
+        assert load_dataset(f).feature_names == ("age",)  # excluded by default
     with pytest.raises(ValueError, match=r"column 'job' .*is not numeric"):
         load_dataset(f, columns=["age", "job"])
 
@@ -145,11 +146,14 @@ def test_missing_column_lists_available(tmp_path: Path) -> None:
         load_dataset(f, split_by="region")
 
 
-def test_nan_is_not_a_number(tmp_path: Path) -> None:
+def test_nan_is_a_missing_value(tmp_path: Path) -> None:
     f = _write(tmp_path / "nan.csv", "a,b\n1,nan\n2,3\n")
-    assert load_dataset(f).feature_names == ("a",)
+    with pytest.raises(ValueError, match=r"column 'b' .* 1 missing value.* line 2"):
+        load_dataset(f)
     with pytest.raises(ValueError, match="line 2"):
         load_dataset(f, columns=["b"])
+    with pytest.warns(UserWarning, match="left out 1 row"):
+        np.testing.assert_array_equal(load_dataset(f, missing="drop").X, [[2.0, 3.0]])
 
 
 def test_builtin_without_folder_mentions_env_var(

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import logging
 import re
 import threading
 import time
@@ -542,8 +543,11 @@ def test_network_errors_and_5xx_are_retried(
 
 
 def test_stop_ends_the_agent_while_the_coordinator_is_down(
-    tmp_path: Path, X: NDArray[np.float64], counting: Counting
+    tmp_path: Path, X: NDArray[np.float64], counting: Counting,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="fedclust.participant")
+
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused")
 
@@ -558,6 +562,12 @@ def test_stop_ends_the_agent_while_the_coordinator_is_down(
     )
     timer.join()
     assert time.monotonic() - started < 5.0  # returned soon after stop, without raising
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert retries and all(  # each names the URL it could not reach
+        m.startswith("enrolment to http://coordinator/api/v1/participants/enrol failed "
+                     "(ConnectError: connection refused); retrying in ")
+        for m in retries
+    ), retries
 
 
 def test_a_refused_token_is_a_clear_error(tmp_path: Path, X: NDArray[np.float64]) -> None:
@@ -565,10 +575,25 @@ def test_a_refused_token_is_a_clear_error(tmp_path: Path, X: NDArray[np.float64]
     file.write_text(file.read_text().replace(TOKEN, "wrong-token"), encoding="utf-8")
     stop = threading.Event()
     fake = FakeCoordinator([], stop)
-    with pytest.raises(AgentError, match="refused the enrolment of participant 'hospital-a': "
-                       "HTTP 401 unknown token") as info:
+    with pytest.raises(AgentError) as info:
         run_agent(ParticipantConfig.from_file(file), stop=stop, transport=fake.transport())
-    assert "wrong-token" not in str(info.value)
+    assert str(info.value) == (
+        "the coordinator at http://coordinator refused the token of participant 'hospital-a' "
+        "(HTTP 401): check [participant] token and id in its config file."
+    )
+
+
+@pytest.mark.parametrize("placeholder", ["REPLACE-WITH-HOSPITAL-A-TOKEN", "<your token>",
+                                         "change-me"])
+def test_a_placeholder_token_is_refused_at_start_up(tmp_path: Path, placeholder: str) -> None:
+    file = write_config(tmp_path)
+    file.write_text(file.read_text().replace(TOKEN, placeholder), encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        ParticipantConfig.from_file(file)
+    assert str(info.value) == (
+        f"{file}: [participant] token is still a placeholder: put in the token the "
+        "coordinator's operator issued to this participant."
+    )
 
 
 def test_an_unreadable_task_is_refused_with_the_reason(

@@ -1,0 +1,25 @@
+"""Per-route body limits of the coordinator (``protocol.body_limit``).
+
+Small messages get small limits, so a caller cannot make the coordinator buffer megabytes
+where a few hundred bytes are expected; contributions keep ``MAX_BODY_BYTES`` (the largest
+array, base64).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from fedclust.protocol.body_limit import RouteLimit
+
+__all__ = ["BODY_LIMITS"]
+
+_KIB: Final = 1024
+_MIB: Final = 1024 * _KIB
+
+BODY_LIMITS: Final[tuple[RouteLimit, ...]] = (
+    ("POST", r"/api/v1/participants/enrol", 64 * _KIB),
+    ("POST", r"/api/v1/audit/heads", 16 * _KIB),
+    ("POST", r"/api/v1/jobs/[^/]+/cancel", 16 * _KIB),
+    # A "fed-distill" job carries its public set (distill.public), hence more than a spec.
+    ("POST", r"/api/v1/jobs", 32 * _MIB),
+)

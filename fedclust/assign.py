@@ -1,0 +1,164 @@
+"""``fedclust participant assign``: label one's own rows with a finished job's centers.
+
+The participant fetches the job's centers with its own token (one ``GET``, no body:
+``/api/v1/participants/jobs/{job_id}/result``, answered only for a member of the job), loads
+its data as its agent does, and computes each row's nearest center and memberships locally
+(:func:`protocol.assignment.assign`). Nothing data-dependent leaves the organisation.
+
+A standardised job clustered z-scores with the federation's mean and scale, which the result
+document does not hold; the agent saved them with the job's state (``state_dir/jobs/<job>.json``,
+:class:`participant.agent.StateStore`), and they are read from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import httpx
+import numpy as np
+import pandas as pd
+from pydantic import TypeAdapter, ValidationError
+
+from fedclust.client import ApiError
+from fedclust.participant.agent import StateStore
+from fedclust.participant.config import ParticipantConfig
+from fedclust.protocol.assignment import (
+    Assignment,
+    ParticipantResult,
+    assign,
+    released_centers,
+    sweep_entry,
+)
+from fedclust.protocol.messages import Identifier
+
+__all__ = [
+    "AssignedRows",
+    "assign_job",
+    "fetch_result",
+    "labels_frame",
+    "saved_standardisation",
+    "write_labels",
+]
+
+_TIMEOUT: Final = 30.0
+_JOB_ID: Final = TypeAdapter(Identifier)
+
+
+def fetch_result(
+    config: ParticipantConfig, job_id: str, *, transport: httpx.BaseTransport | None = None
+) -> ParticipantResult:
+    """The job's result as this participant may see it (one GET with its bearer token).
+
+    Raises:
+        ValueError: ``job_id`` is not a job identifier.
+        ApiError: the coordinator refused (404: no such job of this participant; 409: the
+            job has not succeeded or has no centers).
+    """
+    try:
+        _JOB_ID.validate_python(job_id)
+    except ValidationError:
+        raise ValueError(
+            "--job must be 1-64 characters of letters, digits, '_', '.', '-'."
+        ) from None
+    with httpx.Client(
+        base_url=config.coordinator_url + "/api/v1",
+        headers={"Authorization": f"Bearer {config.token}"},
+        transport=transport,
+        timeout=_TIMEOUT,
+        verify=config.tls.httpx_verify(),
+    ) as client:
+        response = client.get(f"/participants/jobs/{job_id}/result")
+    if response.status_code != 200:
+        try:
+            detail = str(response.json().get("detail", response.reason_phrase))
+        except (ValueError, AttributeError):
+            detail = response.reason_phrase
+        raise ApiError(response.status_code, detail)
+    return ParticipantResult.model_validate_json(response.content)
+
+
+def saved_standardisation(
+    config: ParticipantConfig, job_id: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The federation's mean and scale the agent applied in ``job_id`` (the last one).
+
+    Raises:
+        ValueError: the agent's state folder holds none for this job, or the file is damaged.
+    """
+    store = StateStore(config.state_dir)
+    state = store.load(job_id)
+    if not state.standardisations:
+        raise ValueError(
+            f"job {job_id!r} standardised the data, but {store.path(job_id)} holds no saved "
+            "standardisation; run assign with the agent's state_dir."
+        )
+    last = state.standardisations[-1]
+    return np.asarray(last.mean, dtype=np.float64), np.asarray(last.scale, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class AssignedRows:
+    """Rows labelled with a job's released centers: the assignment, the K of the sweep
+    entry used and the indices (in that entry) of its released centers."""
+
+    assignment: Assignment
+    k: int
+    centers: list[int]
+
+    @property
+    def withheld(self) -> list[int]:
+        """Indices of the entry's centers that were withheld (not used)."""
+        return [j for j in range(self.k) if j not in self.centers]
+
+
+def assign_job(
+    config: ParticipantConfig,
+    job_id: str,
+    *,
+    k: int | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> AssignedRows:
+    """Fetch ``job_id``'s centers of K = ``k`` (default: the selected K) and label this
+    participant's rows with them, locally.
+
+    Raises:
+        ValueError: the data's width differs from the centers', the job has no entry for
+            ``k``, or its standardisation is not saved here.
+        ApiError: the coordinator refused the request.
+    """
+    fetched = fetch_result(config, job_id, transport=transport)
+    doc = fetched.result
+    entry = sweep_entry(doc, k)
+    centers, kept = released_centers(entry)
+    X = config.data.load()
+    if X.shape[1] != centers.shape[1]:
+        raise ValueError(
+            f"the data file has {X.shape[1]} features, but job {job_id!r}'s centers have "
+            f"{centers.shape[1]}."
+        )
+    mean = scale = None
+    if doc.standardised:
+        mean, scale = saved_standardisation(config, job_id)
+    result = assign(X, centers, algorithm=doc.algorithm, m=fetched.m, mean=mean, scale=scale)
+    return AssignedRows(result, entry.k, kept)
+
+
+def labels_frame(rows: AssignedRows) -> pd.DataFrame:
+    """Columns ``row``, ``label`` and ``membership_0`` .. ``membership_{K-1}``.
+
+    ``label`` and the membership columns number the released centers in order (with none
+    withheld, the sweep entry's centers).
+    """
+    U = rows.assignment.memberships
+    frame = pd.DataFrame({"row": np.arange(U.shape[0]), "label": rows.assignment.labels})
+    for j in range(U.shape[1]):
+        frame[f"membership_{j}"] = U[:, j]
+    return frame
+
+
+def write_labels(frame: pd.DataFrame, out: Path) -> None:
+    """Write the labels CSV (full float precision), creating its folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out, index=False)
