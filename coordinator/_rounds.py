@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 
 from fedclust.coordinator.result import RoundRecord
 from fedclust.protocol._validation import FloatArray, check_centers
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.errors import RefusedError, UnavailableError
 
 #: Fewest distinct participants whose sum can hide each member's contribution (a group sum of
 #: FedCRef or fed-distill with fewer members is formed in the clear and noted).
@@ -31,6 +31,17 @@ class Named(Protocol):
 
 P = TypeVar("P", bound=Named)
 T = TypeVar("T")
+
+
+def dropped(participant: object) -> str | None:
+    """Why ``participant`` left the job (a remote one that did not answer in time), or None."""
+    reason = getattr(participant, "dropped", None)
+    return reason if isinstance(reason, str) else None
+
+
+def present(participants: Sequence[P]) -> list[P]:
+    """The participants that have not dropped out of the job."""
+    return [p for p in participants if dropped(p) is None]
 
 
 def resolve_init(
@@ -69,14 +80,24 @@ class Gatherer:
 
     A participant that raises :class:`RefusedError` (its policy or a privacy rule) is left
     out of that round and its first refusal is recorded in :attr:`notes`; a round in which
-    every participant refuses fails with ``RefusedError``. With ``required=True`` (rounds
-    whose result would be wrong without everyone: counting, standardisation, validation)
-    any refusal fails the round, naming the participant.
+    every participant refuses fails with ``RefusedError``. A participant that does not
+    answer in time (:class:`UnavailableError`) has dropped out: it is left out of this and
+    every later round (not asked again), noted once. With ``required=True`` (rounds whose
+    result would be wrong without everyone: counting, standardisation) any refusal or
+    dropout fails the round, naming the participant.
     """
 
     def __init__(self) -> None:
         self.notes: list[str] = []
         self._refused: set[str] = set()
+        self._gone: set[str] = set()
+
+    def _note_dropout(self, name: str, reason: str) -> None:
+        if name not in self._gone:
+            self._gone.add(name)
+            self.notes.append(
+                f"participant {name!r} dropped out ({reason}); left out of the later rounds"
+            )
 
     def gather(
         self,
@@ -87,11 +108,24 @@ class Gatherer:
         required: bool = False,
     ) -> tuple[list[T], tuple[str, ...]]:
         """Ask each participant (with its index); return the answers and who gave them."""
-        outcomes = _ask_all(participants, ask)
+        asked = list(enumerate(participants))  # each keeps its index (e.g. for its seed)
+        if not required:
+            for _, participant in asked:
+                reason = dropped(participant)
+                if reason is not None:
+                    self._note_dropout(participant.name, reason)
+            asked = [(i, p) for i, p in asked if dropped(p) is None]
+        outcomes = _ask_all(asked, ask)
         answers: list[T] = []
         names: list[str] = []
-        last: RefusedError | None = None
-        for participant, outcome in zip(participants, outcomes, strict=True):
+        last: RefusedError | UnavailableError | None = None
+        for (_, participant), outcome in zip(asked, outcomes, strict=True):
+            if isinstance(outcome, UnavailableError):
+                if required:
+                    raise outcome
+                last = outcome
+                self._note_dropout(participant.name, str(outcome))
+                continue
             if isinstance(outcome, RefusedError):
                 if required:
                     raise RefusedError(f"participant {participant.name!r} refused: {outcome}")
@@ -102,10 +136,12 @@ class Gatherer:
                 continue
             answers.append(outcome)
             names.append(participant.name)
-        if last is not None and not answers:
-            raise RefusedError(
-                f"round {round_number}: every participant asked refused; last reason: {last}"
-            )
+        if not answers and (last is not None or self._gone):
+            if isinstance(last, RefusedError):
+                raise RefusedError(
+                    f"round {round_number}: every participant asked refused; last reason: {last}"
+                )
+            raise UnavailableError(f"round {round_number}: every participant has dropped out")
         return answers, tuple(names)
 
 
@@ -116,18 +152,19 @@ def gather_required(participants: Sequence[P], ask: Callable[[P], T]) -> list[T]
 
 
 def _ask_all(
-    participants: Sequence[P], ask: Callable[[int, P], T]
-) -> list[T | RefusedError]:
-    """Call ``ask`` for every participant concurrently; refusals are returned, not raised."""
+    participants: Sequence[tuple[int, P]], ask: Callable[[int, P], T]
+) -> list[T | RefusedError | UnavailableError]:
+    """Call ``ask`` for every (index, participant) concurrently; refusals and dropouts are
+    returned, not raised."""
 
-    def one(index: int, participant: P) -> T | RefusedError:
+    def one(index: int, participant: P) -> T | RefusedError | UnavailableError:
         try:
             return ask(index, participant)
-        except RefusedError as exc:
+        except (RefusedError, UnavailableError) as exc:
             return exc
 
     if len(participants) <= 1:
-        return [one(i, p) for i, p in enumerate(participants)]
+        return [one(i, p) for i, p in participants]
     with ThreadPoolExecutor(max_workers=min(len(participants), 64)) as pool:
-        futures = [pool.submit(one, i, p) for i, p in enumerate(participants)]
+        futures = [pool.submit(one, i, p) for i, p in participants]
         return [f.result() for f in futures]

@@ -3,7 +3,9 @@ for them: one secure sum (or, with protection "none", one plain gather) per ques
 
 Used by FedFCM's k-means averaging and by federated k-means: the participants keep their
 local centers, so the server's k-means is the same procedure whatever the protection; only
-how each sum is added differs.
+how each sum is added differs. Every holder must answer every question of one k-means (the
+point set must not change): :func:`center_kmeans_of` runs it again without a holder that
+dropped out midway.
 """
 
 from __future__ import annotations
@@ -11,18 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fedclust.coordinator._rounds import gather_required
+import numpy as np
+
+from fedclust.coordinator._rounds import gather_required, present
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.center_kmeans import (
+    CenterKMeansResult,
     CenterScatter,
     CenterSums,
     add_center_scatter,
     add_center_sums,
+    center_kmeans,
 )
+from fedclust.protocol.errors import UnavailableError
 
-__all__ = ["FederatedCenters"]
+__all__ = ["FederatedCenters", "center_kmeans_of"]
 
 
 class FederatedCenters:
@@ -61,3 +68,31 @@ class FederatedCenters:
             self._holders, task, msg.CenterScatterReply, required=True
         )
         return total.to_result()
+
+
+def center_kmeans_of(
+    holders: Sequence[Any],
+    summation: Summation | None,
+    k: int,
+    n_features: int,
+    *,
+    init: FloatArray | None,
+    seed: np.random.Generator,
+    weight_bound: float | None = None,
+) -> tuple[CenterKMeansResult, list[Any]]:
+    """The server's k-means over the holders' local centers, and the holders it ran over:
+    a holder that drops out midway is left out and the k-means run again over the others.
+
+    Raises:
+        UnavailableError: every holder dropped out.
+    """
+    while True:
+        live = present(holders)
+        if not live:
+            raise UnavailableError("every participant holding local centers dropped out")
+        oracle = FederatedCenters(live, summation, weight_bound=weight_bound)
+        try:
+            return center_kmeans(oracle, k, n_features, init=init, seed=seed), live
+        except UnavailableError:
+            if len(present(live)) == len(live):  # not one of them dropping out
+                raise

@@ -34,11 +34,10 @@ from typing import Protocol
 import numpy as np
 
 from fedclust.coordinator._rounds import Gatherer, RoundLog
-from fedclust.coordinator.center_kmeans import FederatedCenters
+from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
-from fedclust.protocol.center_kmeans import center_kmeans
 from fedclust.protocol.federated_kmeans import match_order
 from fedclust.protocol.kfed import combine_kfed
 
@@ -121,10 +120,11 @@ def run_federated_kmeans(
             _, names = gatherer.gather(
                 t, participants, lambda _, p: p.hold_kmeans_step(previous)  # noqa: B023
             )
-        holders = [p for p in participants if p.name in names]
-        found = center_kmeans(
-            FederatedCenters(holders, summation), k, n_features, init=centers, seed=rng
+        found, holders = center_kmeans_of(
+            [p for p in participants if p.name in names], summation, k, n_features,
+            init=centers, seed=rng,
         )
+        names = tuple(p.name for p in holders)
         contributors = found.contributors
         if found.empty:
             log.add(RoundRecord(round=t, shift=float("inf"), responders=names))

@@ -49,7 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
-from fedclust.coordinator.center_kmeans import FederatedCenters
+from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.protocol._validation import (
@@ -59,7 +59,6 @@ from fedclust.protocol._validation import (
     check_int,
     rng_from,
 )
-from fedclust.protocol.center_kmeans import center_kmeans
 from fedclust.protocol.fedfcm import LocalCenters, combine_federated_average
 
 __all__ = ["FedFCMParticipant", "run_fedfcm"]
@@ -187,11 +186,11 @@ def run_fedfcm(
                     centers, m=m, tol=local_tol, max_iter=local_max_iter  # noqa: B023
                 ),
             )
-            holders = [p for p in participants if p.name in names]
-            found = center_kmeans(
-                FederatedCenters(holders, summation, weight_bound=float(k)), k, n_features,
-                init=None if round_number == 1 else centers, seed=rng,
+            found, holders = center_kmeans_of(
+                [p for p in participants if p.name in names], summation, k, n_features,
+                init=None if round_number == 1 else centers, seed=rng, weight_bound=float(k),
             )
+            names = tuple(p.name for p in holders)
             objectives.append(found.objective)
             new_centers, new_support = found.centers, found.contributors
             if found.empty:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator._rounds import gather_required, present
 from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation
@@ -31,6 +31,7 @@ from fedclust.coordinator.sweep import SweepResult, run_sweep
 from fedclust.protocol import choose_k, validity
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.errors import UnavailableError
 from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 
 __all__ = ["JobOutcome", "result_document", "run_job"]
@@ -130,20 +131,40 @@ def run_job(
         summation=summation,
     )
     stage("silhouette")
+    live, rows = _scored(participants, sweep, n)
     silhouette = []
     for entry in sweep.entries:
         centers = entry.result.centers
         if summation is None:
-            sums = gather_required(participants, lambda p: p.silhouette_sums(centers))  # noqa: B023
+            sums = gather_required(live, lambda p: p.silhouette_sums(centers))  # noqa: B023
         else:
             task = msg.SilhouetteSumsTask(centers=msg.WireArray.of(centers))
-            total, _ = summation.sum(participants, task, msg.SilhouetteSumsReply, required=True)
+            total, _ = summation.sum(live, task, msg.SilhouetteSumsReply, required=True)
             sums = [total.to_result()]
-        silhouette.append(validity.combine_silhouette(sums, n))
+        silhouette.append(validity.combine_silhouette(sums, rows))
     return JobOutcome(
         sweep=sweep, silhouette=tuple(silhouette), local_k=local_k, mean=mean, scale=scale,
         secure_notes=tuple(summation.notes) if summation is not None else (),
     )
+
+
+def _scored(participants: Sequence[Any], sweep: SweepResult, n: int) -> tuple[list[Any], int]:
+    """Who the silhouette is scored over and their N: everyone and ΣN_l, or after dropouts
+    the participants left and the N of the sweep's last validation over them.
+
+    Raises:
+        UnavailableError: participants dropped out after the last validation.
+    """
+    live = present(participants)
+    if len(live) == len(participants):
+        return live, n
+    left = sweep.survivors
+    if left is None or set(left.names) != {p.name for p in live}:
+        raise UnavailableError(
+            "participants dropped out after the last validation; the silhouette cannot be "
+            "scored over those left"
+        )
+    return live, left.rows
 
 
 def result_document(

@@ -115,7 +115,7 @@ class PaillierSummation(CohortSums):
         required: bool = False,
     ) -> tuple[R, tuple[str, ...]]:
         """Run one Paillier sum of ``statistic`` over ``participants`` (module docstring)."""
-        by_name, cohort, n_features, encoding = self._begin(participants, statistic)
+        by_name, cohort, n_features, encoding = self._begin(participants, statistic, required)
         r = self._round
         wire_key, public_key = self._public_key()
         specs = {

@@ -5,6 +5,11 @@ wire task sent through a :class:`TaskChannel` and turns the reply back into the 
 statistics, so every driver in ``coordinator`` runs unchanged over the network. A refusal
 reply becomes :class:`~protocol.errors.RefusedError` (a fatal one, or a reply of the wrong
 kind or shape, a :class:`~protocol.errors.ProtocolError`: the job cannot go on).
+
+A participant that does not answer a task in time has dropped out of the job: ``dropped``
+says why, and every later task to it fails at once with
+:class:`~protocol.errors.UnavailableError` instead of waiting out another timeout, so the
+round drivers leave it out (``coordinator._rounds.present``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.center_kmeans import CenterScatter, CenterSums
 from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import ProtocolError
+from fedclust.protocol.errors import ProtocolError, UnavailableError
 from fedclust.protocol.exact_fcm import FCMSums
 from fedclust.protocol.fedfcm import LocalCenters
 from fedclust.protocol.standardise import MomentSums
@@ -40,9 +45,21 @@ class RemoteParticipant:
         self.name = name
         self.n_features = n_features
         self._channel = channel
+        self.dropped: str | None = None  # why it left the job (a task not answered in time)
+
+    def _send(self, spec: msg.TaskSpec) -> msg.Reply:
+        if self.dropped is not None:
+            raise UnavailableError(
+                f"participant {self.name!r} dropped out of this job earlier ({self.dropped})"
+            )
+        try:
+            return self._channel.ask(self.name, spec)
+        except UnavailableError as exc:
+            self.dropped = str(exc)
+            raise
 
     def _ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
-        reply = self._channel.ask(self.name, spec)
+        reply = self._send(spec)
         if isinstance(reply, msg.RefusalReply):
             raise reply.error(self.name)
         if not isinstance(reply, expected):
@@ -59,7 +76,7 @@ class RemoteParticipant:
 
     def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
         """One stage of a secure sum (``coordinator.secure_sum``); a refusal raises."""
-        reply = self._channel.ask(self.name, spec)
+        reply = self._send(spec)
         if isinstance(reply, msg.RefusalReply):
             raise reply.error(self.name)
         return reply

@@ -48,6 +48,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from fedclust.coordinator._rounds import dropped
 from fedclust.crypto.fixedpoint import Statistic, decode
 from fedclust.crypto.graph import GraphParameters, graph_parameters
 from fedclust.crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
@@ -207,6 +208,7 @@ class CohortSums:
         self._min_cohort = min_cohort
         self._round = 0
         self.notes: list[str] = []
+        self._gone: set[str] = set()
         # One pool for every stage of the job's sums (threads are reused, not re-spawned
         # per stage); its threads end when the summation is collected.
         self._pool = (
@@ -227,11 +229,26 @@ class CohortSums:
         self._bounds = (max_rows, value_bound)
 
     def _begin(
-        self, participants: Sequence[Any], statistic: msg.SumTaskSpec
+        self, participants: Sequence[Any], statistic: msg.SumTaskSpec, required: bool
     ) -> tuple[dict[str, SecureParticipant], list[str], int, list[msg.FieldEncoding]]:
-        """The cohort (refused below the minimum), the features, the field encodings; counts
-        the new round."""
-        by_name: dict[str, SecureParticipant] = {p.name: p for p in participants}
+        """The cohort (refused below the minimum; without the participants that dropped
+        out of the job, noted once), the features, the field encodings; counts the new
+        round."""
+        gone = sorted(p.name for p in participants if dropped(p) is not None)
+        if gone and required:
+            raise UnavailableError(
+                f"participant(s) {', '.join(gone)} dropped out of the job, and every "
+                "participant must join this sum"
+            )
+        for name in gone:
+            if name not in self._gone:
+                self._gone.add(name)
+                self.notes.append(
+                    f"participant {name!r} dropped out of the job; left out of the later sums"
+                )
+        by_name: dict[str, SecureParticipant] = {
+            p.name: p for p in participants if p.name not in gone
+        }
         cohort = sorted(by_name)
         if len(cohort) < self._min_cohort:
             raise RefusedError(
@@ -399,7 +416,7 @@ class MaskedSummation(CohortSums):
         required: bool = False,
     ) -> tuple[R, tuple[str, ...]]:
         """Run one secure sum of ``statistic`` over ``participants`` (module docstring)."""
-        by_name, cohort, n_features, encoding = self._begin(participants, statistic)
+        by_name, cohort, n_features, encoding = self._begin(participants, statistic, required)
         setup = self._setup_for(by_name, cohort, required)
         job = setup_job_id(self._job, setup.number)
         outside = [p for p in cohort if p not in setup.members]

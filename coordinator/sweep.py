@@ -5,6 +5,13 @@ participant's FedFuzzDB sums against the final centers, and the index is compute
 obtained from a separate counting service (``total_count``), so the coordinator never learns
 any participant's N_l (eq. 14–16). The selected K is the minimum of the index; the elbow of
 the curve is reported beside it.
+
+A participant that dropped out during the sweep (it did not answer a task in time) is left
+out of the validation too: FedFuzzDB is then computed over the participants left, with
+their N from their summed memberships (memberships sum to 1 per row) instead of the
+counting service's ΣN_l of everyone, and the result says so. The memberships' sum is part
+of what the masked sum releases anyway; with the total over everyone it tells the
+coordinator the dropped participants' rows together, which the note states.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
-from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator._rounds import gather_required, present
 from fedclust.coordinator.exact_fcm import run_exact_fcm
 from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.coordinator.fedfcm import run_fedfcm
@@ -60,14 +67,24 @@ class SweepEntry:
 
 
 @dataclass(frozen=True)
+class Survivors:
+    """The participants left after dropouts and their rows N (from summed memberships)."""
+
+    names: tuple[str, ...]
+    rows: int
+
+
+@dataclass(frozen=True)
 class SweepResult:
-    """The sweep: one entry per K, the K of minimum FedFuzzDB and the elbow K."""
+    """The sweep: one entry per K, the K of minimum FedFuzzDB and the elbow K; with
+    dropouts, ``survivors`` of the last validation over the participants left."""
 
     algorithm: Algorithm
     entries: tuple[SweepEntry, ...]
     k_selected: int
     k_elbow: int | None
     notes: tuple[str, ...] = field(default=())
+    survivors: Survivors | None = None
 
     def entry(self, k: int) -> SweepEntry:
         """The entry of one K."""
@@ -163,13 +180,35 @@ def fed_fuzzy_db(
     summation: Summation | None = None,
 ) -> float:
     """FedFuzzDB of centers: one round of sums, ΣN_l from the counting service (eq. 14–16)."""
+    score, _ = validate(participants, centers, total_count, m=m, q=q, p=p, summation=summation)
+    return score
+
+
+def validate(
+    participants: Sequence[SweepParticipant],
+    centers: FloatArray,
+    total_count: Callable[[], int],
+    *,
+    m: float = 2.0,
+    q: float = 1.0,
+    p: float = 2.0,
+    summation: Summation | None = None,
+) -> tuple[float, Survivors | None]:
+    """:func:`fed_fuzzy_db` over the participants that have not dropped out; with dropouts
+    also who was left and their N (see the module docstring)."""
+    live = present(participants)
     if summation is None:
-        sums = gather_required(participants, lambda part: part.fuzzy_db_sums(centers, m=m, q=q))
+        sums = gather_required(live, lambda part: part.fuzzy_db_sums(centers, m=m, q=q))
     else:
         task = msg.FuzzyDbSumsTask(centers=msg.WireArray.of(centers), m=m, q=q)
-        total, _ = summation.sum(participants, task, msg.FuzzyDbSumsReply, required=True)
+        total, _ = summation.sum(live, task, msg.FuzzyDbSumsReply, required=True)
         sums = [total.to_result()]
-    return validity.combine_fuzzy_db(sums, centers, total_count(), q=q, p=p)
+    if len(live) == len(participants):
+        return validity.combine_fuzzy_db(sums, centers, total_count(), q=q, p=p), None
+    rows = round(sum(float(np.sum(s.membership)) for s in sums))
+    survivors = Survivors(tuple(part.name for part in live), rows)
+    score = validity.combine_fuzzy_db(sums, centers, max(rows, 1), q=q, p=p, count_rtol=None)
+    return score, survivors
 
 
 def run_sweep(
@@ -209,6 +248,7 @@ def run_sweep(
     )
     entries = []
     notes: list[str] = []
+    survivors: Survivors | None = None
     for k, stream in zip(ks, root.spawn(len(ks)), strict=True):
         init_stream, algorithm_stream = (np.random.default_rng(s) for s in stream.spawn(2))
         init = initial_centers(box, k, init_stream) if box is not None else None
@@ -228,11 +268,18 @@ def run_sweep(
             )
         if on_progress is not None:
             on_progress("validating", k, None)
-        score = fed_fuzzy_db(
+        score, left = validate(
             participants, result.centers, total_count, m=m, q=q, p=p, summation=summation
         )
         entries.append(SweepEntry(k=k, fed_fuzzy_db=score, result=result))
         notes.extend(f"K={k}: {note}" for note in result.notes)
+        if left is not None:
+            survivors = left
+            notes.append(
+                f"K={k}: FedFuzzDB over the participants left ({', '.join(left.names)}), "
+                "with their N from their summed memberships, not the counting service's "
+                "total: the coordinator can tell the rows of those who dropped out together."
+            )
     complete = [e for e in entries if e.empty_clusters == 0] or entries
     k_list = [e.k for e in complete]
     scores = [e.fed_fuzzy_db for e in complete]
@@ -243,4 +290,5 @@ def run_sweep(
         k_selected=choose_k.select_minimum(k_list, scores),
         k_elbow=k_elbow,
         notes=tuple(notes),
+        survivors=survivors,
     )

@@ -1,0 +1,103 @@
+"""A participant's agent stops for good in the middle of a masked job over the service.
+
+Four organisations, the coordinator and counting service on real sockets, a short task
+timeout. When the sweep reaches its second K, one agent stops answering. The coordinator
+must wait for it once (one task timeout), recover that secure sum without it, leave it out
+of every later sum and of the validation, and finish the job, saying so in the result.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedclust.config_files import write_federation
+from fedclust.coordinator.app import create_app as create_coordinator
+from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.settings import CountingSettings
+from fedclust.participant.agent import run_agent
+from fedclust.participant.config import ParticipantConfig
+from fedclust.protocol.messages import JobCreate
+from tests._servers import ServerThread
+from tests.test_e2e_http import client_of, free_port
+
+IDS = ("org-a", "org-b", "org-c", "org-d")
+GONE = "org-d"
+TIMEOUT = 3.0
+
+
+def test_a_participant_gone_mid_job_is_left_out_and_the_job_finishes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    data = {}
+    for i, pid in enumerate(IDS):
+        X = np.concatenate([c + rng.normal(scale=0.5, size=(30 + 5 * i, 2))
+                            for c in ([0.0, 0.0], [3.0, 0.0], [0.0, 3.0])])
+        np.savetxt(tmp_path / f"{pid}.csv", X, delimiter=",", header="x,y", comments="")
+        data[pid] = f"{pid}.csv"
+    files = write_federation(
+        tmp_path, data=data, columns=["x", "y"], coordinator_port=free_port(),
+        counting_port=free_port(), task_timeout_seconds=TIMEOUT,
+    )
+    counting = ServerThread(create_counting(CountingSettings.from_file(files.counting)),
+                            int(files.counting_url.rsplit(":", 1)[1])).start()
+    coordinator = ServerThread(
+        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
+        int(files.coordinator_url.rsplit(":", 1)[1]),
+    ).start()
+    stops = {pid: threading.Event() for pid in IDS}
+    threads = [
+        threading.Thread(
+            target=run_agent, args=(ParticipantConfig.from_file(files.participants[pid]),),
+            kwargs={"stop": stops[pid], "poll_wait": 0.5}, daemon=True,
+        )
+        for pid in IDS
+    ]
+    for thread in threads:
+        thread.start()
+    client = client_of(files)
+    try:
+        client.wait_enrolled(list(IDS), timeout=60)
+        spec = JobCreate(algorithm="ffcm", participants=list(IDS), k_range=(2, 4), seed=2,
+                         max_rounds=20)
+        job = client.submit(spec)
+        deadline = time.monotonic() + 120
+        while True:  # stop one agent once the sweep is at its second K
+            job = client.job(job.id)
+            assert job.state in ("pending", "running"), job.error
+            p = job.progress
+            if p is not None and p.k == 3 and (p.round or 0) >= 1:
+                break
+            assert time.monotonic() < deadline, "the job did not reach K = 3"
+            time.sleep(0.02)
+        stops[GONE].set()
+        stopped = time.monotonic()
+        job = client.follow(job.id, poll=0.1, timeout=120)
+        took = time.monotonic() - stopped
+        assert job.state == "succeeded", job.error
+        doc = client.result(job.id)
+        notes = "\n".join(doc.notes)
+        assert f"'{GONE}'" in notes and "dropped out" in notes
+        assert "K=4: FedFuzzDB over the participants left (org-a, org-b, org-c)" in notes
+        assert [e.k for e in doc.sweep] == [2, 3, 4]
+        assert all(e.simplified_silhouette is not None for e in doc.sweep)
+        # Waited for the gone agent about once, not once per later round (K = 3, 4: dozens).
+        rounds_after = sum(e.rounds for e in doc.sweep if e.k >= 3)
+        assert rounds_after > 3 and took < 4 * TIMEOUT + 15, (took, rounds_after)
+    finally:
+        client.close()
+        for stop in stops.values():
+            stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        coordinator.stop()
+        counting.stop()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_agents(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("ERROR", logger="fedclust.participant")
