@@ -1,6 +1,7 @@
 """The coordinator service: ``create_app(settings)`` builds the FastAPI app (nothing at import).
 
-The app's lifespan opens the database (creating missing tables), the task broker, the
+The app's lifespan opens the database (an empty one is created at the newest schema
+revision, one behind it is refused: :mod:`protocol.schema`), the task broker, the
 counting-service client and the job runner, and restarts every pending or running job; at
 shutdown the job threads stop with their jobs left resumable. ``counting_transport`` lets
 tests and the in-process mode reach the counting service without sockets.
@@ -24,9 +25,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from fedclust.coordinator.api import audit, jobs, participant_results, participants, tasks
+from fedclust.coordinator.api import (
+    admin,
+    audit,
+    jobs,
+    participant_results,
+    participants,
+    tasks,
+)
 from fedclust.coordinator.api.deps import Authenticator, Services
-from fedclust.coordinator.api.limits import BODY_LIMITS
+from fedclust.coordinator.api.limits import BODY_LIMITS, PUBLIC_BODIES
 from fedclust.coordinator.api.ui import mount_ui
 from fedclust.coordinator.broker import Broker
 from fedclust.coordinator.counting_client import CountingClient
@@ -58,7 +66,12 @@ def create_app(
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, _WORKER_THREADS)
         db = Database(settings.database_url)
-        db.create_all()
+        try:
+            db.create_all()
+        except BaseException:  # a database behind the schema: close it, then refuse to start
+            db.dispose()
+            raise
+        app.state.authenticator.load(db.memberships())
         broker = Broker(db, timeout=settings.task_timeout_seconds)
         counting = CountingClient(
             settings.counting_url, settings.counting_token, transport=counting_transport,
@@ -92,8 +105,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(405, method_not_allowed)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       authorised=app.state.authenticator.knows)
-    for router in (participants.router, jobs.router, tasks.router, audit.router):
+                       authorised=app.state.authenticator.knows, public=PUBLIC_BODIES)
+    for router in (participants.router, jobs.router, tasks.router, audit.router, admin.router):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(participant_results.router, prefix=API_PREFIX)
     mount_ui(app)

@@ -1,7 +1,8 @@
 """The coordinator's client of the counting service: roster in, ΣN_l out (never an N_l).
 
 It also fetches a job's Paillier public key and asks for the decryption of a Paillier
-aggregate (the service holds the private key; :mod:`counting.keyholder`).
+aggregate (the service holds the private key; :mod:`counting.keyholder`), and passes on
+membership changes: a joined member's token SHA-256, a revocation.
 
 ``transport`` is the seam for tests (``httpx.MockTransport``) and the in-process mode;
 by default requests go over the network to ``base_url``, verified by ``verify`` (httpx's:
@@ -18,6 +19,7 @@ import time
 import httpx
 from pydantic import ValidationError
 
+from fedclust.protocol.admin_wire import MemberToken
 from fedclust.protocol.errors import RefusedError
 from fedclust.protocol.messages import (
     CountRoster,
@@ -30,6 +32,7 @@ from fedclust.protocol.messages import (
 __all__ = ["CountingClient", "CountingError", "DecryptionRefusedError"]
 
 _RETRY_MAX = 10.0  # s between attempts at most
+_ADMIN_OUTAGE = 5.0  # s: an admin's request waits out a short outage only
 _UNAVAILABLE = frozenset({502, 503, 504})  # a proxy or the service restarting
 _JITTER = random.Random()  # retry delays, not secrets
 _log = logging.getLogger("fedclust.coordinator")
@@ -77,8 +80,11 @@ class CountingClient:
     def close(self) -> None:
         self._client.close()
 
-    def _request(self, method: str, path: str, *, json: object = None) -> httpx.Response:
-        deadline = time.monotonic() + self._outage
+    def _request(
+        self, method: str, path: str, *, json: object = None, outage: float | None = None
+    ) -> httpx.Response:
+        outage = self._outage if outage is None else outage
+        deadline = time.monotonic() + outage
         delay = self._retry_delay
         while True:
             try:
@@ -100,7 +106,7 @@ class CountingClient:
             if time.monotonic() + wait > deadline:
                 raise CountingError(
                     f"the counting service at {self._base} cannot be reached ({problem}; "
-                    f"retried for {self._outage:g} s)"
+                    f"retried for {outage:g} s)"
                 )
             _log.warning(
                 "the counting service at %s: %s %s failed (%s); retrying in %.1f s",
@@ -132,6 +138,30 @@ class CountingClient:
         if response.status_code not in (200, 201, 204):
             raise CountingError(
                 f"the counting service refused the roster of job {job_id!r}: "
+                f"HTTP {response.status_code} {_detail(response)}"
+            )
+
+    def put_member(self, participant_id: str, token_sha256: str) -> None:
+        """Tell the counting service a member's new token (by its SHA-256); idempotent."""
+        response = self._request(
+            "PUT", f"/participants/{participant_id}",
+            json=MemberToken(token_sha256=token_sha256).model_dump(mode="json"),
+            outage=_ADMIN_OUTAGE,
+        )
+        if response.status_code not in (200, 201, 204):
+            raise CountingError(
+                f"the counting service refused the credential of participant "
+                f"{participant_id!r}: HTTP {response.status_code} {_detail(response)}"
+            )
+
+    def revoke_member(self, participant_id: str) -> None:
+        """Tell the counting service to refuse ``participant_id``'s tokens; idempotent."""
+        response = self._request(
+            "DELETE", f"/participants/{participant_id}", outage=_ADMIN_OUTAGE
+        )
+        if response.status_code not in (200, 204):
+            raise CountingError(
+                f"the counting service refused to revoke participant {participant_id!r}: "
                 f"HTTP {response.status_code} {_detail(response)}"
             )
 

@@ -3,7 +3,7 @@
 Tables:
 
 - ``participants``: enrolment of each configured participant (schema width, allowed
-  algorithms); credentials live in the settings, never here;
+  algorithms); credentials live in the settings (or ``memberships``), never here;
 - ``jobs``: the spec (JSON), state, result document (JSON), error, progress (JSON),
   timestamps, and the owner (the analyst who created it; NULL for jobs created before
   owners were recorded);
@@ -12,10 +12,19 @@ Tables:
 - ``replies``: the participant's reply (JSON) to a task, one row per answered task (kept out
   of ``tasks``);
 - ``blobs``: large strings by SHA-256 (``protocol.blobs``), each stored once however many
-  tasks carry it.
+  tasks carry it;
+- ``invitations`` (the SHA-256 of each one-time invite, its participant id, expiry and use),
+  ``memberships`` (credentials changed at run time: a joined member's token SHA-256, or NULL
+  for a revoked one; a row supersedes the config file's entry) and ``admin_events`` (the
+  admin trail): onboarding without restarts, :mod:`coordinator.api.admin`.
 
 The broker keeps running jobs in memory and writes through :meth:`Database.write`, one
 transaction per :class:`Batch`.
+
+SQLite (the embedded default, in WAL mode) and PostgreSQL (``postgresql+psycopg://``) are
+tested. The schema's revisions are Alembic's (:data:`MIGRATIONS`, :mod:`protocol.schema`): an
+empty database is created at the newest one, an older one is upgraded by
+``fedclust coordinator migrate``.
 
 Rows are storage classes; :class:`JobRecord`, :class:`TaskRecord` and
 :class:`ParticipantRecord` are the plain values the rest of the service sees. Every call
@@ -44,9 +53,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
-    inspect,
     select,
-    text,
     update,
 )
 from sqlalchemy.engine import Engine
@@ -55,13 +62,17 @@ from sqlalchemy.pool import StaticPool
 
 from fedclust.protocol.blobs import inline, references
 from fedclust.protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
+from fedclust.protocol.schema import Migrations, ensure_schema, migrate
 from fedclust.protocol.sqlite_file import create_private_sqlite
 
 __all__ = [
+    "MIGRATIONS",
+    "AdminEventRecord",
     "AuditHeadRecord",
     "AuditHeadRefusedError",
     "Batch",
     "Database",
+    "InvitationRefusedError",
     "JobRecord",
     "ParticipantRecord",
     "TaskRecord",
@@ -73,12 +84,17 @@ def _now() -> datetime:
 
 
 def _aware(value: datetime) -> datetime:
-    """sqlite drops the zone; every stored time is UTC."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    """Every stored time is UTC: sqlite drops the zone, PostgreSQL answers in its session's."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class _Base(DeclarativeBase):
     pass
+
+
+# The schema's revisions (coordinator/migrations/versions/): a new table or column here is a
+# new revision there.
+MIGRATIONS = Migrations("fedclust.coordinator", "coordinator", "coordinator", _Base.metadata)
 
 
 class _ParticipantRow(_Base):
@@ -144,6 +160,56 @@ class _AuditHeadRow(_Base):
     line_sha256: Mapped[str] = mapped_column(String(64))
     signature: Mapped[str] = mapped_column(String(96))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class _InvitationRow(_Base):
+    __tablename__ = "invitations"
+
+    invite_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    participant_id: Mapped[str] = mapped_column(String(64), index=True)
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class _MembershipRow(_Base):
+    """A participant's credential as changed at run time; it supersedes the config file's."""
+
+    __tablename__ = "memberships"
+
+    participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)  # None: revoked
+    identity_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # at joining
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class _AdminEventRow(_Base):
+    __tablename__ = "admin_events"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    actor: Mapped[str] = mapped_column(String(80))
+    action: Mapped[str] = mapped_column(String(16))
+    participant_id: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+@dataclass(frozen=True)
+class AdminEventRecord:
+    """An entry of the admin trail (never a secret)."""
+
+    seq: int
+    at: datetime
+    actor: str
+    action: str
+    participant_id: str
+    expires_at: datetime | None
+
+
+class InvitationRefusedError(ValueError):
+    """An invitation that is unknown, used, expired or for another participant (one error for
+    all, so a caller learns nothing about which)."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +300,27 @@ def _audit_head(row: _AuditHeadRow) -> AuditHeadRecord:
     )
 
 
+def _admin_event(row: _AdminEventRow) -> AdminEventRecord:
+    return AdminEventRecord(
+        seq=row.seq, at=_aware(row.at), actor=row.actor, action=row.action,
+        participant_id=row.participant_id,
+        expires_at=None if row.expires_at is None else _aware(row.expires_at),
+    )
+
+
+def _add_event(
+    session: Session, actor: str, action: str, participant_id: str,
+    *, expires_at: datetime | None = None,
+) -> AdminEventRecord:
+    row = _AdminEventRow(
+        at=_now(), actor=actor, action=action, participant_id=participant_id,
+        expires_at=expires_at,
+    )
+    session.add(row)
+    session.flush()
+    return _admin_event(row)
+
+
 def _job(row: _JobRow) -> JobRecord:
     return JobRecord(
         id=row.id,
@@ -247,16 +334,6 @@ def _job(row: _JobRow) -> JobRecord:
         result=None if row.result is None else ResultDocument.model_validate_json(row.result),
         owner=row.owner,
     )
-
-
-_MOVE_REPLIES = (
-    "INSERT INTO tasks (job_id, participant, task_id, kind, spec, created_at) "
-    "SELECT job_id, participant, task_id, kind, spec, created_at FROM tasks_with_replies",
-    "INSERT INTO replies (job_id, participant, task_id, reply, answered_at) "
-    "SELECT job_id, participant, task_id, reply, COALESCE(answered_at, created_at) "
-    "FROM tasks_with_replies WHERE reply IS NOT NULL",
-    "DROP TABLE tasks_with_replies",
-)
 
 
 def _sqlite_wal(connection: Any, _record: Any) -> None:
@@ -278,6 +355,8 @@ class Database:
             kwargs["connect_args"] = {"check_same_thread": False}
             if url in ("sqlite://", "sqlite:///:memory:"):
                 kwargs["poolclass"] = StaticPool
+        else:
+            kwargs["pool_pre_ping"] = True
         self.engine: Engine = create_engine(url, **kwargs)
         if url.startswith("sqlite") and "poolclass" not in kwargs:
             event.listen(self.engine, "connect", _sqlite_wal)
@@ -285,30 +364,17 @@ class Database:
         self._lock = threading.RLock()
 
     def create_all(self) -> None:
-        """Create the tables that do not exist yet, and add the columns later versions added
-        to existing tables (nullable, so old rows stay valid); a ``tasks`` table that still
-        holds replies (an older coordinator's) has them moved into ``replies``."""
-        tables = inspect(self.engine).get_table_names()
-        old_tasks = "tasks" in tables and "reply" in {
-            c["name"] for c in inspect(self.engine).get_columns("tasks")
-        }
-        if old_tasks:
-            with self.engine.begin() as connection:
-                connection.execute(text("ALTER TABLE tasks RENAME TO tasks_with_replies"))
-        _Base.metadata.create_all(self.engine)
-        if old_tasks:
-            with self.engine.begin() as connection:
-                for statement in _MOVE_REPLIES:
-                    connection.execute(text(statement))
-        have = {c["name"] for c in inspect(self.engine).get_columns("participants")}
-        if "identity_key" not in have:
-            with self.engine.begin() as connection:
-                connection.execute(
-                    text("ALTER TABLE participants ADD COLUMN identity_key VARCHAR(64)")
-                )
-        if "owner" not in {c["name"] for c in inspect(self.engine).get_columns("jobs")}:
-            with self.engine.begin() as connection:
-                connection.execute(text("ALTER TABLE jobs ADD COLUMN owner VARCHAR(64)"))
+        """Create an empty database's tables at the newest schema revision; use one at it.
+
+        Raises:
+            SchemaBehindError: the database is behind (or predates) the newest revision:
+                ``fedclust coordinator migrate`` upgrades it.
+        """
+        ensure_schema(self.engine, MIGRATIONS)
+
+    def migrate(self) -> tuple[str | None, str]:
+        """Upgrade the database to the newest revision; its revision before and after."""
+        return migrate(self.engine, MIGRATIONS)
 
     def dispose(self) -> None:
         """Close every pooled connection."""
@@ -382,6 +448,89 @@ class Database:
                 .order_by(_AuditHeadRow.seq)
             )
             return [_audit_head(r) for r in rows]
+
+    # -- membership (invitations, run-time credentials, the admin trail) ------------------------
+    def add_invitation(
+        self, participant_id: str, *, invite_sha256: str, created_by: str, expires_at: datetime
+    ) -> AdminEventRecord:
+        """Store an invitation's hash and record it in the trail."""
+        with self._session() as s:
+            s.add(_InvitationRow(
+                invite_sha256=invite_sha256, participant_id=participant_id,
+                created_by=created_by, created_at=_now(), expires_at=expires_at,
+            ))
+            return _add_event(
+                s, f"analyst:{created_by}", "invited", participant_id, expires_at=expires_at
+            )
+
+    def claim_invitation(self, participant_id: str, invite_sha256: str) -> None:
+        """Mark an unused, unexpired invitation for ``participant_id`` used (atomically: two
+        redemptions cannot both succeed).
+
+        Raises:
+            InvitationRefusedError: no such invitation for that id, used or expired.
+        """
+        with self._session() as s:
+            claimed: int = s.execute(  # type: ignore[attr-defined]
+                update(_InvitationRow)
+                .where(
+                    _InvitationRow.invite_sha256 == invite_sha256,
+                    _InvitationRow.participant_id == participant_id,
+                    _InvitationRow.used_at.is_(None),
+                    _InvitationRow.expires_at > _now(),
+                )
+                .values(used_at=_now())
+            ).rowcount
+            if claimed != 1:
+                raise InvitationRefusedError(
+                    "the invite is unknown, already used, expired or for another participant"
+                )
+
+    def release_invitation(self, invite_sha256: str) -> None:
+        """Make a claimed invitation redeemable again (its redemption could not finish)."""
+        with self._session() as s:
+            s.execute(
+                update(_InvitationRow)
+                .where(_InvitationRow.invite_sha256 == invite_sha256)
+                .values(used_at=None)
+            )
+
+    def set_membership(
+        self, participant_id: str, token_sha256: str | None, *, actor: str,
+        identity_key: str | None = None,
+    ) -> AdminEventRecord:
+        """Give ``participant_id`` the credential ``token_sha256`` and the identity key it
+        registered (it joined) or none (it was revoked), superseding the config file's, and
+        record it in the trail."""
+        with self._session() as s:
+            row = s.get(_MembershipRow, participant_id)
+            if row is None:
+                row = _MembershipRow(participant_id=participant_id)
+                s.add(row)
+            row.token_sha256 = token_sha256
+            row.identity_key = identity_key
+            row.changed_at = _now()
+            action = "enrolled" if token_sha256 is not None else "revoked"
+            return _add_event(s, actor, action, participant_id)
+
+    def memberships(self) -> dict[str, str | None]:
+        """Every run-time credential by participant id (None: revoked)."""
+        with self._session() as s:
+            return {
+                r.participant_id: r.token_sha256 for r in s.scalars(select(_MembershipRow))
+            }
+
+    def joined_identity_key(self, participant_id: str) -> str | None:
+        """The identity key a member registered when it joined (None: it did not join)."""
+        with self._session() as s:
+            row = s.get(_MembershipRow, participant_id)
+            return None if row is None or row.token_sha256 is None else row.identity_key
+
+    def admin_events(self) -> list[AdminEventRecord]:
+        """The admin trail, oldest first."""
+        with self._session() as s:
+            rows = s.scalars(select(_AdminEventRow).order_by(_AdminEventRow.seq))
+            return [_admin_event(r) for r in rows]
 
     # -- jobs -----------------------------------------------------------------------------------
     def create_job(

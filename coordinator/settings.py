@@ -29,6 +29,11 @@ Example::
     key = "pki/coordinator-key.pem"
     ca = "pki/ca.pem"                           # verifies the counting service
     client_ca = "pki/ca.pem"                    # optional: mutual TLS for every client
+
+:meth:`CoordinatorSettings.load` lays the environment over the file (or reads it alone):
+``FEDCLUST_COORDINATOR__COUNTING_TOKEN``, ``FEDCLUST_COORDINATOR__COUNTING_TOKEN_FILE``,
+``FEDCLUST_ANALYSTS`` and ``FEDCLUST_PARTICIPANTS`` (JSON arrays), ``FEDCLUST_TLS__KEY``, ...;
+see :mod:`fedclust.protocol.config_env`.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from fedclust.crypto.tokens import check_sha256_hex
-from fedclust.protocol.config_toml import read_toml, resolve_sqlite_url
-from fedclust.protocol.tls import TlsSettings
+from fedclust.protocol.config_env import EnvSchema, tls_schema
+from fedclust.protocol.config_toml import resolve_sqlite_url
+from fedclust.protocol.tls import SERVER_KEYS, TlsSettings
 
 __all__ = [
     "AnalystCredential",
@@ -54,6 +60,17 @@ __all__ = [
 AnalystRole = Literal["analyst", "admin"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+#: The settings ``FEDCLUST_...`` variables and secret files may give (protocol.config_env).
+_ENV = EnvSchema({
+    "coordinator": {
+        "host": str, "port": int, "database_url": str, "counting_url": str,
+        "counting_token": str, "task_timeout_seconds": float, "metrics": bool,
+    },
+    "analysts": list[dict[str, Any]],
+    "participants": list[dict[str, Any]],
+    "tls": tls_schema(SERVER_KEYS),
+})
 
 
 def _check_identifier(value: object, where: str) -> str:
@@ -122,7 +139,7 @@ class CoordinatorSettings:
     counting_token: str = field(repr=False)
     analysts: tuple[AnalystCredential, ...]
     participants: tuple[ParticipantCredential, ...]
-    database_url: str = "sqlite:///coordinator.db"
+    database_url: str = field(default="sqlite:///coordinator.db", repr=False)  # a password?
     host: str = "127.0.0.1"
     port: int = 8700
     task_timeout_seconds: float = 600.0
@@ -156,15 +173,27 @@ class CoordinatorSettings:
 
     @classmethod
     def from_file(cls, path: str | Path) -> CoordinatorSettings:
-        """Read ``coordinator.toml``; relative sqlite paths resolve beside the file.
+        """Read ``coordinator.toml`` alone (its ``x_file`` keys read from their files);
+        relative sqlite paths resolve beside the file.
 
         Errors start with the file's path.
         """
-        doc, base = read_toml(path, what="the coordinator's config file")
-        try:
-            return cls.from_mapping(doc, base_dir=base)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+        return cls.load(path, environment=False)
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, *, environment: bool = True
+    ) -> CoordinatorSettings:
+        """``coordinator.toml`` (optional) with the ``FEDCLUST_`` variables and secret files
+        laid over it (:mod:`fedclust.protocol.config_env`); without a file, relative paths
+        resolve against the working directory.
+
+        Errors start with the file's path (or "the environment") and name the variables.
+        """
+        layered = _ENV.load(
+            path, what="the coordinator's config file", environment=environment
+        )
+        return layered.build(lambda doc, base: cls.from_mapping(doc, base_dir=base))
 
     @classmethod
     def from_mapping(

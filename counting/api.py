@@ -9,6 +9,9 @@
   Paillier round (``report_paillier_contribution``);
 - ``POST /jobs/{job_id}/paillier/decrypt``  coordinator: the decoded aggregate of a round
   (``paillier_decrypt``; rule in :mod:`counting.keyholder`);
+- ``PUT  /participants/{id}``  coordinator: a member joined with this token SHA-256
+  (``put_member``); ``DELETE /participants/{id}``  coordinator: it is revoked, its tokens
+  are refused from the next request on (``revoke_member``; :mod:`counting.members`);
 - ``GET  /health`` (``health``).
 
 Release rule: the total of a job is released only once every participant on its roster has
@@ -54,8 +57,10 @@ from fedclust.counting.keyholder import (
 from fedclust.counting.keyholder import (
     UnknownJobError as PaillierUnknownJobError,
 )
+from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import identify
+from fedclust.protocol.admin_wire import MemberToken
 from fedclust.protocol.body_limit import RouteLimit
 from fedclust.protocol.messages import (
     CountReport,
@@ -139,15 +144,21 @@ def _unauthorised() -> HTTPException:
     )
 
 
+def _members(request: Request) -> Members:
+    members: Members = request.app.state.members
+    return members
+
+
 def _identify(
     settings: Settings,
+    members: Annotated[Members, Depends(_members)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> CoordinatorIdentity | ParticipantIdentity:
     if credentials is None or not credentials.credentials:
         raise _unauthorised()
     candidates: list[tuple[str, CoordinatorIdentity | ParticipantIdentity]] = [
         (settings.coordinator_token_sha256, CoordinatorIdentity())
-    ] + [(cred.token_sha256, ParticipantIdentity(cred.id)) for cred in settings.participants]
+    ] + [(digest, ParticipantIdentity(pid)) for pid, digest in members.credentials()]
     found = identify(credentials.credentials, candidates)
     if found is None:
         raise _unauthorised()
@@ -157,13 +168,17 @@ def _identify(
 Caller = Annotated[CoordinatorIdentity | ParticipantIdentity, Depends(_identify)]
 
 
-def token_check(settings: CountingSettings) -> Callable[[str], bool]:
-    """Whether a bearer token is the coordinator's or an enrolled participant's (for the
-    body guard, which refuses a stranger's body before reading it)."""
-    digests = [(settings.coordinator_token_sha256, True)] + [
-        (cred.token_sha256, True) for cred in settings.participants
-    ]
-    return lambda token: identify(token, digests) is not None
+def token_check(settings: CountingSettings, members: Members) -> Callable[[str], bool]:
+    """Whether a bearer token is the coordinator's or a current member's (for the body
+    guard, which refuses a stranger's body before reading it)."""
+
+    def known(token: str) -> bool:
+        digests = [(settings.coordinator_token_sha256, True)] + [
+            (digest, True) for _, digest in members.credentials()
+        ]
+        return identify(token, digests) is not None
+
+    return known
 
 
 #: Small bodies for small messages; every other route takes up to ``MAX_BODY_BYTES``.
@@ -171,6 +186,7 @@ BODY_LIMITS: tuple[RouteLimit, ...] = (
     ("PUT", r"/api/v1/jobs/[^/]+/roster", 1024 * 1024),  # 10,000 identifiers
     ("POST", r"/api/v1/jobs/[^/]+/counts", 4 * 1024),
     ("POST", r"/api/v1/jobs/[^/]+/paillier/contributions", 4 * 1024),
+    ("PUT", r"/api/v1/participants/[^/]+", 4 * 1024),
 )
 
 
@@ -250,7 +266,8 @@ def _same_job(path_id: str, body_id: str) -> None:
     },
 )
 def put_roster(
-    job_id: JobId, roster: CountRoster, _: Coordinator, settings: Settings, store: Store
+    job_id: JobId, roster: CountRoster, _: Coordinator, settings: Settings, store: Store,
+    members: Annotated[Members, Depends(_members)],
 ) -> Response:
     """Register which participants take part in a job; the same roster again changes nothing.
 
@@ -258,7 +275,7 @@ def put_roster(
     ``min_participants`` or the job ids differ; 409 when counts exist and the roster differs.
     """
     _same_job(job_id, roster.job_id)
-    unknown = [p for p in roster.participants if settings.participant(p) is None]
+    unknown = [p for p in roster.participants if not members.is_member(p)]
     if unknown:
         raise _unprocessable(
             ["body", "participants"],
@@ -450,3 +467,53 @@ def paillier_decrypt(
     log.info("job %s: Paillier round %d decrypted (%d contributors)", job_id, request.round,
              len(request.contributors))
     return decryption
+
+
+ParticipantId = Annotated[
+    str,
+    Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="participant id"),
+]
+
+
+@router.put(
+    "/participants/{participant_id}",
+    operation_id="put_member",
+    tags=["members"],
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={
+        **_AUTH_ERRORS,
+        409: {"model": ErrorDetail, "description": "the token is another principal's"},
+    },
+)
+def put_member(
+    participant_id: ParticipantId, body: MemberToken, _: Coordinator,
+    members: Annotated[Members, Depends(_members)],
+) -> Response:
+    """A member joined (or re-joined) the federation: accept the token with this SHA-256
+    from now on, instead of any earlier one of that id. The same call again changes nothing."""
+    try:
+        members.set(participant_id, body.token_sha256)
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+    log.info("participant %s: credential set by the coordinator", participant_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.delete(
+    "/participants/{participant_id}",
+    operation_id="revoke_member",
+    tags=["members"],
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_AUTH_ERRORS,
+)
+def revoke_member(
+    participant_id: ParticipantId, _: Coordinator,
+    members: Annotated[Members, Depends(_members)],
+) -> Response:
+    """Refuse every token of ``participant_id`` from the next request on (idempotent). Its
+    counts already reported stay; a job whose roster names it can no longer complete."""
+    members.set(participant_id, None)
+    log.info("participant %s: revoked by the coordinator", participant_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

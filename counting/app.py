@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from fedclust.counting.api import BODY_LIMITS, router, token_check
 from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import PaillierKeyHolder
+from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.protocol.allow import method_not_allowed
 from fedclust.protocol.body_limit import BodySizeLimit
@@ -38,6 +39,11 @@ _TAGS = [
         "name": "paillier",
         "description": "Each job's Paillier public key, participants' announcements of their "
         "contributions, and the decryption of aggregates of at least the minimum cohort.",
+    },
+    {
+        "name": "members",
+        "description": "The coordinator's run-time membership changes: a member joined, or "
+        "is revoked.",
     },
     {"name": "meta", "description": "Service health."},
 ]
@@ -61,7 +67,7 @@ def create_app(settings: CountingSettings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info(
             "counting service ready: %d enrolled participants, min_participants=%d",
-            len(settings.participants),
+            len(app.state.members),
             settings.min_participants,
         )
         try:
@@ -83,13 +89,14 @@ def create_app(settings: CountingSettings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.store = store
+    app.state.members = Members(settings, store)
     app.state.keyholder = PaillierKeyHolder(
         store, bits=settings.paillier_bits, min_cohort=max(3, settings.min_participants)
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(405, method_not_allowed)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       authorised=token_check(settings))
+                       authorised=token_check(settings, app.state.members))
     app.include_router(router, prefix=API_PREFIX)
     add_observability(
         app,

@@ -12,12 +12,19 @@ and three for the Paillier key holder (:mod:`counting.keyholder`):
 
 - ``paillier_keys(job_id, private_key)``: the job's private key as JSON ``{"p": .., "q": ..}``;
 - ``paillier_contributions(job_id, round, participant_id)``: who announced a contribution;
-- ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each).
+- ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each);
+
+and ``memberships(participant_id, token_sha256, changed_at)``: credentials the coordinator
+changed at run time (:mod:`counting.members`).
 
 :class:`CountingStore` serialises its operations with a lock and keeps sessions short: the API
 calls it from uvicorn's thread pool. The release rules live in :meth:`CountingStore.release`,
 in the same transaction as the record of a release, so concurrent requests cannot both pass
 the differencing guard with rosters that are only unsafe together.
+
+SQLite (the default) and PostgreSQL (``postgresql+psycopg://``) are tested; the schema's
+revisions are Alembic's (:data:`MIGRATIONS`, :mod:`protocol.schema`), applied to an older
+database by ``fedclust counter migrate``.
 """
 
 from __future__ import annotations
@@ -51,9 +58,11 @@ from fedclust.counting.keyholder import (
     mismatch_message,
 )
 from fedclust.counting.release_guard import release_would_expose
+from fedclust.protocol.schema import Migrations, ensure_schema, migrate
 from fedclust.protocol.sqlite_file import create_private_sqlite
 
 __all__ = [
+    "MIGRATIONS",
     "AlreadyReportedError",
     "CountingStore",
     "IncompleteJobError",
@@ -63,6 +72,7 @@ __all__ = [
     "StoreError",
     "Tally",
     "UnknownJobError",
+    "migrate_database",
 ]
 
 
@@ -105,6 +115,11 @@ class ReleaseRefusedError(StoreError):
 
 class _Base(DeclarativeBase):
     pass
+
+
+# The schema's revisions (counting/migrations/versions/): a new table or column here is a new
+# revision there.
+MIGRATIONS = Migrations("fedclust.counting", "counting service", "counter", _Base.metadata)
 
 
 class RosterEntry(_Base):
@@ -162,6 +177,19 @@ class PaillierClosedRound(_Base):
     job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     round: Mapped[int] = mapped_column(Integer, primary_key=True)
     closed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The decrypted request's SHA-256: only that very request is answered again.
+    request_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class MembershipRow(_Base):
+    """A participant's credential as the coordinator changed it at run time (a member that
+    joined, or None: revoked); it supersedes the config file's entry for that id."""
+
+    __tablename__ = "memberships"
+
+    participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 @dataclass(frozen=True)
@@ -185,18 +213,56 @@ def make_engine(database_url: str) -> Engine:
     return create_engine(url, connect_args={"check_same_thread": False})
 
 
+def migrate_database(database_url: str) -> tuple[str | None, str]:
+    """Upgrade the database at ``database_url`` to the newest revision (creating an empty
+    one); its revision before and after."""
+    create_private_sqlite(database_url)
+    engine = make_engine(database_url)
+    try:
+        return migrate(engine, MIGRATIONS)
+    finally:
+        engine.dispose()
+
+
 class CountingStore:
     """Rosters and counts of every job, in the database at ``database_url``."""
 
     def __init__(self, database_url: str) -> None:
+        """Open the database; an empty one is created at the newest schema revision.
+
+        Raises:
+            SchemaBehindError: the database is behind (or predates) the newest revision:
+                ``fedclust counter migrate`` upgrades it.
+        """
         create_private_sqlite(database_url)
         self._engine = make_engine(database_url)
-        _Base.metadata.create_all(self._engine)
+        try:
+            ensure_schema(self._engine, MIGRATIONS)
+        except BaseException:
+            self._engine.dispose()
+            raise
         self._lock = threading.Lock()
 
     def close(self) -> None:
         """Release the database connections."""
         self._engine.dispose()
+
+    def set_membership(self, participant_id: str, token_sha256: str | None) -> None:
+        """Store a member's new credential (its token's SHA-256), or None: revoked."""
+        with self._lock, Session(self._engine) as session, session.begin():
+            row = session.get(MembershipRow, participant_id)
+            if row is None:
+                row = MembershipRow(participant_id=participant_id)
+                session.add(row)
+            row.token_sha256 = token_sha256
+            row.changed_at = datetime.now(UTC)
+
+    def memberships(self) -> dict[str, str | None]:
+        """Every run-time credential by participant id (None: revoked)."""
+        with self._lock, Session(self._engine) as session:
+            return {
+                r.participant_id: r.token_sha256 for r in session.scalars(select(MembershipRow))
+            }
 
     def put_roster(self, job_id: str, participants: Sequence[str]) -> None:
         """Register the job's roster; putting the same roster again changes nothing.
@@ -379,13 +445,17 @@ class CountingStore:
                 pass
 
     def close_paillier_round(
-        self, job_id: str, round_no: int, contributors: frozenset[str]
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str
     ) -> None:
-        """Mark the round decrypted if ``contributors`` is exactly its recorded set."""
+        """Mark the round decrypted if ``contributors`` is exactly its recorded set; the
+        request that closed it may come again."""
         with self._lock, Session(self._engine) as session:
             try:
                 with session.begin():
-                    if session.get(PaillierClosedRound, (job_id, round_no)) is not None:
+                    closed = session.get(PaillierClosedRound, (job_id, round_no))
+                    if closed is not None:
+                        if closed.request_sha256 == request_sha256:
+                            return
                         raise RoundClosedError(closed_message(job_id, round_no))
                     recorded = frozenset(
                         session.scalars(
@@ -401,7 +471,8 @@ class CountingStore:
                         )
                     session.add(
                         PaillierClosedRound(
-                            job_id=job_id, round=round_no, closed_at=datetime.now(UTC)
+                            job_id=job_id, round=round_no, closed_at=datetime.now(UTC),
+                            request_sha256=request_sha256,
                         )
                     )
             except IntegrityError:  # another process closed it first

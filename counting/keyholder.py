@@ -13,7 +13,9 @@ Protocol (``crypto.paillier``; the coordinator side is
 Decryption rule: the contributors named must be exactly the participants recorded for the
 round, at least ``min_cohort`` (>= 3) of them; every field must claim that many contributions
 and be under the job's key; and each round is decrypted at most once, and takes no further
-contributions afterwards. So the key holder never decrypts fewer than ``min_cohort``
+contributions afterwards (the very request that was decrypted, byte for byte, is answered
+again: a coordinator resumed after a crash asks once more, and learns nothing new). So the
+key holder never decrypts fewer than ``min_cohort``
 contributions, and the coordinator cannot learn one participant's values as the difference of
 two decryptions of the same round. The key holder never receives an individual ciphertext,
 only the aggregate. Assumption: the coordinator and the counting service do not collude (and
@@ -25,6 +27,7 @@ The private key never leaves this module's store and is never logged.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -106,12 +109,13 @@ class PaillierStore(Protocol):
         ...
 
     def close_paillier_round(
-        self, job_id: str, round_no: int, contributors: frozenset[str]
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str
     ) -> None:
-        """Mark the round decrypted if ``contributors`` is exactly its recorded set.
+        """Mark the round decrypted if ``contributors`` is exactly its recorded set, keeping
+        the request's SHA-256; the same request again passes (nothing new is decrypted).
 
         Raises:
-            RoundClosedError: the round was decrypted already.
+            RoundClosedError: the round was decrypted already, for another request.
             DecryptionRefusedError: ``contributors`` differs from the recorded set.
         """
         ...
@@ -145,7 +149,7 @@ class MemoryPaillierStore:
     rosters: dict[str, frozenset[str]] = field(default_factory=dict)
     _keys: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
     _records: dict[tuple[str, int], set[str]] = field(default_factory=dict, repr=False)
-    _closed: set[tuple[str, int]] = field(default_factory=set, repr=False)
+    _closed: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -175,17 +179,20 @@ class MemoryPaillierStore:
             self._records.setdefault((job_id, round_no), set()).add(participant)
 
     def close_paillier_round(
-        self, job_id: str, round_no: int, contributors: frozenset[str]
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str
     ) -> None:
         with self._lock:
-            if (job_id, round_no) in self._closed:
+            closed = self._closed.get((job_id, round_no))
+            if closed is not None:
+                if closed == request_sha256:
+                    return
                 raise RoundClosedError(closed_message(job_id, round_no))
             recorded = frozenset(self._records.get((job_id, round_no), set()))
             if recorded != contributors:
                 raise DecryptionRefusedError(
                     mismatch_message(job_id, round_no, recorded, contributors)
                 )
-            self._closed.add((job_id, round_no))
+            self._closed[(job_id, round_no)] = request_sha256
 
 
 class PaillierKeyHolder:
@@ -303,7 +310,8 @@ class PaillierKeyHolder:
                     f"{where}: field {name!r} carries statistic {vector.spec.statistic!r}."
                 )
             vectors[name] = vector
-        self._store.close_paillier_round(job, r, contributors)
+        digest = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
+        self._store.close_paillier_round(job, r, contributors, digest)
         sums = {}
         for name, vector in vectors.items():
             try:

@@ -21,6 +21,10 @@
     client_ca = "pki/ca.pem"                 # optional: mutual TLS for every client
 
 Only SHA-256 digests of tokens are stored (:func:`token_sha256`); a digest is 64 hex digits.
+:meth:`CountingSettings.load` lays the environment over the file (or reads it alone):
+``FEDCLUST_COUNTING__PORT``, ``FEDCLUST_COUNTING__COORDINATOR_TOKEN_SHA256_FILE``,
+``FEDCLUST_PARTICIPANTS`` (a JSON array), ``FEDCLUST_TLS__KEY``, ...; see
+:mod:`fedclust.protocol.config_env`.
 """
 
 from __future__ import annotations
@@ -36,12 +40,23 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from fedclust.crypto.tokens import check_sha256_hex
-from fedclust.protocol.config_toml import only_keys, read_toml, resolve_sqlite_url
-from fedclust.protocol.tls import TlsSettings
+from fedclust.protocol.config_env import EnvSchema, tls_schema
+from fedclust.protocol.config_toml import only_keys, resolve_sqlite_url
+from fedclust.protocol.tls import SERVER_KEYS, TlsSettings
 
 __all__ = ["CountingSettings", "ParticipantCredential"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+#: The settings ``FEDCLUST_...`` variables and secret files may give (protocol.config_env).
+_ENV = EnvSchema({
+    "counting": {
+        "host": str, "port": int, "database_url": str, "min_participants": int,
+        "paillier_bits": int, "coordinator_token_sha256": str, "metrics": bool,
+    },
+    "participants": list[dict[str, Any]],
+    "tls": tls_schema(SERVER_KEYS),
+})
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,7 @@ class ParticipantCredential:
     """A participant allowed to report counts: its id and the SHA-256 of its token."""
 
     id: str
-    token_sha256: str
+    token_sha256: str = field(repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not _IDENTIFIER.match(self.id):
@@ -80,9 +95,9 @@ class CountingSettings:
             default; see :mod:`protocol.observability`).
     """
 
-    coordinator_token_sha256: str
+    coordinator_token_sha256: str = field(repr=False)
     participants: tuple[ParticipantCredential, ...] = ()
-    database_url: str = "sqlite:///counting.db"
+    database_url: str = field(default="sqlite:///counting.db", repr=False)  # a password?
     min_participants: int = 3
     paillier_bits: int = 2048
     host: str = "127.0.0.1"
@@ -139,12 +154,21 @@ class CountingSettings:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> CountingSettings:
-        """Read ``counting.toml``; errors name the file and the key."""
-        doc, base = read_toml(path, what="the counting service's config file")
-        try:
-            return cls._from_mapping(doc, base=base)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+        """Read ``counting.toml`` alone (its ``x_file`` keys read from their files); errors
+        name the file and the key."""
+        return cls.load(path, environment=False)
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str] | None = None, *, environment: bool = True
+    ) -> CountingSettings:
+        """``counting.toml`` (optional) with the ``FEDCLUST_`` variables and secret files laid
+        over it (:mod:`fedclust.protocol.config_env`); without a file, relative paths resolve
+        against the working directory. Errors name the file or the variable and the key."""
+        layered = _ENV.load(
+            path, what="the counting service's config file", environment=environment
+        )
+        return layered.build(lambda doc, base: cls._from_mapping(doc, base=base))
 
     @classmethod
     def _from_mapping(cls, doc: Mapping[str, Any], *, base: Path) -> CountingSettings:

@@ -3,7 +3,8 @@
 - ``fedclust simulate`` runs a federated K sweep in process over built-in data, a shared
   dataset or a user's file; ``--json`` prints one JSON document instead of the table.
 - ``fedclust coordinator serve``, ``fedclust counter serve`` and ``fedclust participant run``
-  run the three service roles from their TOML configs.
+  run the three service roles from their TOML configs; ``fedclust coordinator migrate`` and
+  ``fedclust counter migrate`` upgrade a service's database schema (:mod:`protocol.schema`).
 - ``fedclust participant assign`` labels a participant's own rows with a finished job's centers,
   computed locally (:mod:`fedclust.assign`).
 - ``fedclust job submit|status|result|cancel`` are the analyst's calls to a coordinator.
@@ -11,6 +12,9 @@
 - ``fedclust audit verify|show LOG`` check and summarise a participant's audit log
   (:mod:`participant.audit`).
 - ``fedclust pki init-ca|issue`` create a federation CA and its certificates (:mod:`fedclust.pki`).
+- ``fedclust federation invite|revoke|audit`` are an admin analyst's membership calls, and
+  ``fedclust participant enrol --invite INVITE`` redeems an invite
+  (:mod:`participant.enrolment`): organisations join and leave without a restart.
 
 Exit status: 0 on success, 1 when a followed job fails or is cancelled or an audit log's chain
 is broken, 2 on a usage, input or HTTP error (the server's detail is printed).
@@ -27,7 +31,8 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -202,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit_parser(sub)
     _add_plot_parser(sub)
     _add_pki_parser(sub)
+    _add_federation_parser(sub)
     return parser
 
 
@@ -363,6 +369,12 @@ def _participant_ids(text: str) -> list[str]:
     return ids
 
 
+_CONFIG_HELP = (
+    "TOML config file; FEDCLUST_<TABLE>__<KEY> variables and secret files override it, or "
+    "replace it when omitted (deploy/README.md)"
+)
+
+
 def _add_service_parsers(sub: Any) -> None:
     for role, action, helptext in (
         ("coordinator", "serve", "run the coordinator service"),
@@ -372,11 +384,13 @@ def _add_service_parsers(sub: Any) -> None:
         role_parser = sub.add_parser(role, help=helptext)
         actions = role_parser.add_subparsers(dest="action", required=True)
         cmd = actions.add_parser(action, help=helptext, description=helptext + ".")
-        cmd.add_argument("--config", required=True, metavar="FILE", help="TOML config file")
+        cmd.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
         cmd.add_argument(
             "--log-format", choices=FORMATS, default=None,
             help=f"log lines as text or one JSON object each (default: ${ENV_VAR}, else text)",
         )
+        if role in ("coordinator", "counter"):
+            _add_migrate_parser(actions, role)
         if role == "participant":
             identity = actions.add_parser(
                 "identity", help="print this organisation's public identity key",
@@ -386,10 +400,59 @@ def _add_service_parsers(sub: Any) -> None:
                     "table."
                 ),
             )
-            identity.add_argument(
-                "--config", required=True, metavar="FILE", help="TOML config file"
-            )
+            identity.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
             _add_participant_parser(actions)
+            _add_enrol_parser(actions)
+
+
+def _add_migrate_parser(actions: Any, role: str) -> None:
+    service = "coordinator" if role == "coordinator" else "counting service"
+    migrate = actions.add_parser(
+        "migrate", help=f"upgrade the {service}'s database to the newest schema revision",
+        description=(
+            f"Upgrade the {service}'s database (database_url of the config file) to this "
+            "version's newest schema revision and print it: an empty database is created, one "
+            "written by an earlier version is upgraded, one at the newest is left as it is. "
+            f"`fedclust {role} serve` refuses a database behind it."
+        ),
+    )
+    migrate.add_argument("--config", required=True, metavar="FILE", help="TOML config file")
+
+
+def _shown(url: str) -> str:
+    """A database URL to print: without its password."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    """A database that cannot be reached or has no driver installed, as one line naming it."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("psycopg", "psycopg2"):
+            raise
+        raise RuntimeError(f"the database {_shown(url)} needs the PostgreSQL driver: "
+                           "pip install 'fedclust[postgres]'") from None
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["?"]
+        raise RuntimeError(f"cannot use the database {_shown(url)}: {reason[0]}") from None
+
+
+def _migrated(role: str, url: str, revisions: tuple[str | None, str]) -> int:
+    """Print what ``migrate`` did, in one line (the URL without its password)."""
+    before, after = revisions
+    where = _shown(url)
+    if before == after:
+        print(f"{role} database {where}: already at revision {after} (head)")
+    else:
+        print(f"{role} database {where}: upgraded from {before or 'no revision'} to "
+              f"{after} (head)")
+    return 0
 
 
 def _add_participant_parser(actions: Any) -> None:
@@ -422,6 +485,105 @@ def _participant_assign(config: Any, args: argparse.Namespace) -> int:
         )
     write_labels(labels_frame(rows), args.out)
     print(f"wrote {args.out} ({len(rows.assignment.labels)} rows, K={rows.k})")
+    return 0
+
+
+# -- membership (issue 11: onboarding without restarts) ------------------------------------------
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> int:
+    """``90s``, ``30m``, ``24h``, ``7d`` (or plain seconds) as seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _DURATION_UNITS else (text, "s")
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"expected a duration like 24h, 30m or 7d; got {text!r}")
+    return int(number) * _DURATION_UNITS[unit]
+
+
+def _add_federation_parser(sub: Any) -> None:
+    federation = sub.add_parser(
+        "federation", help="invite, revoke and audit members (an admin analyst)"
+    )
+    actions = federation.add_subparsers(dest="action", required=True)
+    invite = actions.add_parser(
+        "invite", help="print a one-time enrolment secret for a new participant",
+        description=(
+            "Ask the coordinator for a one-time invite for participant NAME and print it (one "
+            "line). Give it to the organisation over a private channel; it runs `fedclust "
+            "participant enrol --invite INVITE` within the expiry. Needs an admin's token."
+        ),
+    )
+    invite.add_argument("name", metavar="NAME", help="the participant id to invite")
+    invite.add_argument(
+        "--expires", type=_duration, default=24 * 3600, metavar="DURATION",
+        help="how long the invite can be redeemed: 30m, 24h, 7d (default 24h, at most 30d)",
+    )
+    revoke = actions.add_parser(
+        "revoke", help="revoke a member: its token is refused at once",
+        description=(
+            "Revoke participant NAME at the coordinator and the counting service; its next "
+            "request is refused (401). Running jobs naming it fail when its task times out."
+        ),
+    )
+    revoke.add_argument("name", metavar="NAME", help="the participant id to revoke")
+    actions.add_parser(
+        "audit", help="print the admin trail (invitations, enrolments, revocations)",
+        description="Print the admin trail, oldest first; --json prints the JSON list.",
+    ).add_argument("--json", action="store_true", help="print JSON")
+    for cmd in (invite, revoke, actions.choices["audit"]):
+        cmd.add_argument(
+            "--config", metavar="FILE", help="analyst.toml of an admin (default: $FEDCLUST_* env)"
+        )
+
+
+def _federation(args: argparse.Namespace) -> int:
+    with AnalystClient(AnalystConfig.load(args.config)) as client:
+        if args.action == "invite":
+            invitation = client.invite(args.name, expires_in_seconds=args.expires)
+            print(invitation.invite)
+            print(
+                f"invite for {invitation.participant_id}, valid until "
+                f"{invitation.expires_at.isoformat(timespec='seconds')}",
+                file=sys.stderr,
+            )
+            return 0
+        if args.action == "revoke":
+            client.revoke(args.name)
+            print(f"revoked {args.name}")
+            return 0
+        events = client.admin_events()
+        if args.json:
+            print(json.dumps([e.model_dump(mode="json") for e in events], indent=2))
+            return 0
+        for e in events:
+            until = f"  until {e.expires_at.isoformat(timespec='seconds')}" if e.expires_at else ""
+            print(
+                f"{e.seq}  {e.at.isoformat(timespec='seconds')}  {e.actor}  {e.action}  "
+                f"{e.participant_id}{until}"
+            )
+        return 0
+
+
+def _add_enrol_parser(actions: Any) -> None:
+    enrol = actions.add_parser(
+        "enrol", help="join a federation with an invite from its admin",
+        description=(
+            "Redeem a one-time invite: register this organisation's identity key with the "
+            "coordinator named in participant.toml and store the bearer token received in "
+            "<state_dir>/participant.token (0600), which `participant run` reads when the "
+            "config has no token. The config file is not changed."
+        ),
+    )
+    enrol.add_argument("--invite", required=True, metavar="INVITE", help="the one-time invite")
+    enrol.add_argument("--config", required=True, metavar="FILE", help="participant.toml")
+
+
+def _participant_enrol(args: argparse.Namespace) -> int:
+    from fedclust.participant.enrolment import enrol, join_target
+
+    target = join_target(args.config)
+    path = enrol(target, args.invite)  # EnrolmentError is a RuntimeError: one line, exit 2
+    print(f"participant {target.id} enrolled; its token is in {path}")
     return 0
 
 
@@ -767,7 +929,7 @@ def _fetch_receipts(config_path: str) -> list[dict[str, Any]]:
     """The participant's receipts from its coordinator (authenticated with its own token)."""
     from fedclust.participant.config import ParticipantConfig
 
-    config = ParticipantConfig.from_file(config_path)
+    config = ParticipantConfig.load(config_path)
     response = httpx.get(
         f"{config.coordinator_url}/api/v1/audit/heads/{config.id}",
         headers={"Authorization": f"Bearer {config.token}"}, timeout=30.0,
@@ -872,9 +1034,18 @@ def _coordinator(args: argparse.Namespace) -> int:
     import uvicorn
 
     from fedclust.coordinator.app import create_app
+    from fedclust.coordinator.db import Database
     from fedclust.coordinator.settings import CoordinatorSettings
 
-    settings = CoordinatorSettings.from_file(args.config)
+    settings = CoordinatorSettings.load(args.config)
+    with _database_errors(settings.database_url):
+        database = Database(settings.database_url)
+        try:  # an empty database is created at head; one behind it is refused in one line
+            if args.action == "migrate":
+                return _migrated("coordinator", settings.database_url, database.migrate())
+            database.create_all()
+        finally:
+            database.dispose()
     _log_to_stderr(args)
     app = create_app(settings)
 
@@ -901,12 +1072,19 @@ def _counter(args: argparse.Namespace) -> int:
     import uvicorn
 
     from fedclust.counting.app import create_app
+    from fedclust.counting.db import migrate_database
     from fedclust.counting.settings import CountingSettings
 
-    settings = CountingSettings.from_file(args.config)
+    settings = CountingSettings.load(args.config)
+    with _database_errors(settings.database_url):
+        if args.action == "migrate":
+            return _migrated(
+                "counter", settings.database_url, migrate_database(settings.database_url)
+            )
+        app = create_app(settings)  # opens the database: refuses one behind the schema
     _log_to_stderr(args)
     uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_level="warning",
+        app, host=settings.host, port=settings.port, log_level="warning",
         log_config=None,  # uvicorn's records go through _log_to_stderr's format
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN, **settings.tls.uvicorn_options(),
     )
@@ -919,7 +1097,9 @@ def _participant(args: argparse.Namespace) -> int:
     from fedclust.participant.secure import load_identity
     from fedclust.protocol.secure_wire import b64
 
-    config = ParticipantConfig.from_file(args.config)
+    if args.action == "enrol":
+        return _participant_enrol(args)
+    config = ParticipantConfig.load(args.config)
     if args.action == "assign":
         return _participant_assign(config, args)
     if args.action == "identity":
@@ -1113,7 +1293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers: dict[str, Any] = {
         "simulate": _simulate, "coordinator": _coordinator, "counter": _counter,
         "participant": _participant, "job": _job, "demo": _demo, "audit": _audit,
-        "pki": _pki, "plot": _plot,
+        "pki": _pki, "plot": _plot, "federation": _federation,
     }
     command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
 

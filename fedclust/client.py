@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -18,6 +17,8 @@ from typing import Any, Final
 import httpx
 from pydantic import TypeAdapter
 
+from fedclust.protocol.admin_wire import AdminEvent, Invitation, InvitationCreate
+from fedclust.protocol.config_env import EnvSchema, tls_schema
 from fedclust.protocol.messages import (
     DisclosureLedger,
     JobCreate,
@@ -41,6 +42,11 @@ ENV_URL: Final = "FEDCLUST_COORDINATOR_URL"
 ENV_TOKEN: Final = "FEDCLUST_TOKEN"
 _PARTICIPANTS: Final = TypeAdapter(list[ParticipantPublic])
 _JOBS: Final = TypeAdapter(list[JobPublic])
+#: What ``FEDCLUST_ANALYST__...`` and ``FEDCLUST_TLS__...`` may give (protocol.config_env).
+_ENV: Final = EnvSchema(
+    {"analyst": {"coordinator_url": str, "token": str}, "tls": tls_schema(CLIENT_KEYS)}
+)
+_EVENTS: Final = TypeAdapter(list[AdminEvent])
 
 
 class ApiError(Exception):
@@ -82,22 +88,10 @@ class AnalystConfig:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> AnalystConfig:
-        """Read ``[analyst] coordinator_url = "..." token = "..."`` and an optional ``[tls]``
-        (paths relative to the file) from a TOML file."""
-        file = Path(path)
-        with file.open("rb") as fh:
-            doc = tomllib.load(fh)
-        section = doc.get("analyst")
-        if not isinstance(section, dict):
-            raise ValueError(f"{path}: missing the [analyst] table")
-        config = cls._checked(section.get("coordinator_url"), section.get("token"), str(path))
-        try:
-            tls = TlsSettings.from_table(
-                doc.get("tls"), base=file.resolve().parent, allowed=CLIENT_KEYS
-            )
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
-        return cls(coordinator_url=config.coordinator_url, token=config.token, tls=tls)
+        """Read ``[analyst] coordinator_url = "..." token = "..."`` (or ``token_file``) and an
+        optional ``[tls]`` (paths relative to the file) from a TOML file alone."""
+        layered = _ENV.load(path, what="the analyst's config file", environment=False)
+        return layered.build(cls._from_mapping)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AnalystConfig:
@@ -107,14 +101,27 @@ class AnalystConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None) -> AnalystConfig:
-        """From ``path`` if given, else from the environment."""
-        if path is not None:
-            return cls.from_file(path)
-        if ENV_URL not in os.environ or ENV_TOKEN not in os.environ:
-            raise ValueError(
-                f"give --config CLIENT.toml or set {ENV_URL} and {ENV_TOKEN}"
-            )
-        return cls.from_env()
+        """``path`` (optional) with ``FEDCLUST_ANALYST__COORDINATOR_URL``,
+        ``FEDCLUST_ANALYST__TOKEN`` (or ``..._TOKEN_FILE``) and ``FEDCLUST_TLS__*`` laid over
+        it (:mod:`fedclust.protocol.config_env`). Without a file, ``FEDCLUST_COORDINATOR_URL``
+        and ``FEDCLUST_TOKEN`` count too (never over a file: a token exported for one
+        coordinator is not sent to the one a file names)."""
+        aliases = None
+        if path is None:
+            aliases = {ENV_URL: ("analyst", "coordinator_url"), ENV_TOKEN: ("analyst", "token")}
+        layered = _ENV.load(path, what="the analyst's config file", aliases=aliases)
+        if path is None and "analyst" not in layered.doc:
+            raise ValueError(f"give --config CLIENT.toml or set {ENV_URL} and {ENV_TOKEN}")
+        return layered.build(cls._from_mapping)
+
+    @classmethod
+    def _from_mapping(cls, doc: Mapping[str, Any], base: Path) -> AnalystConfig:
+        section = doc.get("analyst")
+        if not isinstance(section, Mapping):
+            raise ValueError("missing the [analyst] table")
+        config = cls._checked(section.get("coordinator_url"), section.get("token"), "[analyst]")
+        tls = TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS)
+        return cls(coordinator_url=config.coordinator_url, token=config.token, tls=tls)
 
     @classmethod
     def _checked(cls, url: Any, token: Any, where: str) -> AnalystConfig:
@@ -182,6 +189,23 @@ class AnalystClient:
 
     def cancel(self, job_id: str) -> JobPublic:
         return JobPublic.model_validate(self._call("POST", f"/jobs/{job_id}/cancel"))
+
+    def invite(self, participant_id: str, *, expires_in_seconds: int) -> Invitation:
+        """A one-time invite for ``participant_id`` (an admin's call)."""
+        body = InvitationCreate(
+            participant_id=participant_id, expires_in_seconds=expires_in_seconds
+        )
+        return Invitation.model_validate(
+            self._call("POST", "/admin/invitations", json=body.model_dump(mode="json"))
+        )
+
+    def revoke(self, participant_id: str) -> None:
+        """Revoke a member at the coordinator and the counting service (an admin's call)."""
+        self._call("DELETE", f"/admin/participants/{participant_id}")
+
+    def admin_events(self) -> list[AdminEvent]:
+        """The admin trail, oldest first (an admin's call)."""
+        return _EVENTS.validate_python(self._call("GET", "/admin/audit"))
 
     def wait_enrolled(self, ids: list[str], *, timeout: float, poll: float = 0.1) -> None:
         """Block until every participant in ``ids`` has enrolled (TimeoutError otherwise)."""

@@ -6,7 +6,9 @@
     id = "hospital-a"
     coordinator_url = "http://127.0.0.1:8700"
     counting_url = "http://127.0.0.1:8701"
-    token = "<this participant's bearer token>"
+    token = "<this participant's bearer token>"   # or absent: the token enrolment wrote
+                                            # (fedclust participant enrol) in
+                                            # <state_dir>/participant.token
     state_dir = "state-hospital-a"          # default: state-<id>
     audit_log = "audit-hospital-a.jsonl"    # default: audit-<id>.jsonl (participant.audit)
     identity_key = "identity-hospital-a.key" # default: identity-<id>.key, created if absent
@@ -27,6 +29,10 @@
     stream = false                          # optional: true re-reads the file in chunks for
                                             # every statistic instead of holding it in memory
     memory_mb = 256                         # optional: the chunks' memory budget
+    missing = "fail"                        # optional: "drop" leaves out rows with a blank,
+                                            # NA or NaN feature (CSV/ARFF, not streamed)
+    decimal = "."                           # optional: "," for 3,14 (CSV, not streamed)
+    encoding = "utf-8"                      # optional: the CSV's text encoding (not streamed)
 
     [policy]                                # optional; defaults: participant.policy.Policy
     allowed_algorithms = ["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed"]
@@ -45,7 +51,11 @@ loaded, which discloses the bucket of the row count and the binary order of magn
 the largest value. The agent checks at start-up that the data satisfy the declaration.
 
 Relative paths resolve against the config file's folder. Every error names the file and
-the key; the token never appears in a message or a repr. Data files: CSV, gzip CSV and ARFF
+the key; the token never appears in a message or a repr. :meth:`ParticipantConfig.load` lays
+the environment over the file (or reads it alone): ``FEDCLUST_PARTICIPANT__TOKEN``, or
+``token_file`` / ``FEDCLUST_PARTICIPANT__TOKEN_FILE`` naming a file holding it,
+``FEDCLUST_DATA__PATH``, ``FEDCLUST_POLICY__ALLOWED_ALGORITHMS`` (JSON), ``FEDCLUST_PEERS``
+(a JSON object), ...; see :mod:`fedclust.protocol.config_env`. Data files: CSV, gzip CSV and ARFF
 via :func:`fedclust.data.loaders.load_dataset`; ``.npy`` via :func:`numpy.load` (no pickles);
 Parquet only when ``pyarrow`` is installed.
 """
@@ -59,14 +69,16 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+from pydantic import Field
 
 from fedclust.participant.policy import ALGORITHMS, ROSTER_RULES, Policy
 from fedclust.protocol._validation import FloatArray, check_data
-from fedclust.protocol.config_toml import only_keys, read_toml
+from fedclust.protocol.config_env import EnvSchema, tls_schema
+from fedclust.protocol.config_toml import only_keys
 from fedclust.protocol.declaration import is_power_of_two
 from fedclust.protocol.rows import (
     DEFAULT_BUDGET_BYTES,
@@ -77,7 +89,16 @@ from fedclust.protocol.rows import (
 )
 from fedclust.protocol.tls import CLIENT_KEYS, TlsSettings
 
-__all__ = ["DataSource", "ParticipantConfig", "load_data"]
+__all__ = [
+    "ENROLLED_TOKEN_FILE",
+    "DataSource",
+    "ParticipantConfig",
+    "enrolled_token_path",
+    "load_data",
+]
+
+#: The file in the state folder holding the token ``fedclust participant enrol`` received.
+ENROLLED_TOKEN_FILE = "participant.token"
 
 #: Tokens that are an example's placeholder, not a credential (REPLACE-WITH-..., <...>).
 _PLACEHOLDER = re.compile(r"(?i)replace|change[-_ ]?me|^<.*>$|your[-_ ]token|^todo")
@@ -85,6 +106,27 @@ _PLACEHOLDER = re.compile(r"(?i)replace|change[-_ ]?me|^<.*>$|your[-_ ]token|^to
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PUBLIC_KEY = re.compile(r"^[A-Za-z0-9+/]{43}=$")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
+
+_INDEX_OR_NAME = Annotated[int | str, Field(union_mode="left_to_right")]
+#: The settings ``FEDCLUST_...`` variables and secret files may give (protocol.config_env).
+_ENV = EnvSchema({
+    "participant": {
+        "id": str, "coordinator_url": str, "counting_url": str, "token": str,
+        "state_dir": str, "audit_log": str, "identity_key": str,
+    },
+    "data": {
+        "path": str, "columns": list[str] | list[int], "label_column": _INDEX_OR_NAME,
+        "stream": bool, "memory_mb": int, "missing": str, "decimal": str, "encoding": str,
+    },
+    "policy": {
+        "allowed_algorithms": list[str], "min_cluster_size": int, "enforce_fcm_rule": bool,
+        "max_rounds": int, "row_bound": int | Literal["auto"],
+        "value_bound": float | Literal["auto"], "rosters": str,
+        "accepted_rosters": list[list[str]], "roster_min_difference": int,
+    },
+    "peers": dict[str, str],
+    "tls": tls_schema(CLIENT_KEYS),
+})
 
 
 @dataclass(frozen=True)
@@ -102,6 +144,9 @@ class DataSource:
     label_column: str | int | None = None
     stream: bool = False
     memory_mb: int = DEFAULT_BUDGET_BYTES >> 20
+    missing: Literal["fail", "drop"] = "fail"
+    decimal: Literal[".", ","] = "."
+    encoding: str = "utf-8"
 
     def load(self) -> FloatArray:
         """The rows as a finite float64 array of shape (n_samples, n_features)."""
@@ -171,17 +216,29 @@ class ParticipantConfig:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ParticipantConfig:
-        """Read ``participant.toml`` (the data file is read later, by :meth:`DataSource.load`).
+        """Read ``participant.toml`` alone, its ``x_file`` keys (``token_file``) read from
+        their files (the data file is read later, by :meth:`DataSource.load`).
 
         Raises:
             ValueError: the file is missing or not TOML, a table or key is missing, unknown or
                 of the wrong type; the message starts with the file's path.
         """
-        doc, base = read_toml(path, what="the participant's config file")
-        try:
-            return _from_mapping(doc, base=base)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+        return cls.load(path, environment=False)
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str] | None = None, *, environment: bool = True
+    ) -> ParticipantConfig:
+        """``participant.toml`` (optional) with the ``FEDCLUST_`` variables and secret files
+        laid over it (:mod:`fedclust.protocol.config_env`); without a file, relative paths
+        resolve against the working directory.
+
+        Raises:
+            ValueError: as :meth:`from_file`, or a variable or secret file is unknown,
+                unreadable or of the wrong type; the message names it, never its value.
+        """
+        layered = _ENV.load(path, what="the participant's config file", environment=environment)
+        return layered.build(lambda doc, base: _from_mapping(doc, base=base))
 
 
 def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
@@ -195,16 +252,20 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         },
         where="[participant]",
     )
-    for key in ("id", "coordinator_url", "counting_url", "token"):
+    for key in ("id", "coordinator_url", "counting_url"):
         _get(section, key, str, where="[participant]", required=True)
     pid = section["id"]
     state_dir = _get(section, "state_dir", str, where="[participant]") or f"state-{pid}"
+    token = _token(section, _resolve(base, state_dir))
     audit_log = _get(section, "audit_log", str, where="[participant]") or f"audit-{pid}.jsonl"
     identity = _get(section, "identity_key", str, where="[participant]") or f"identity-{pid}.key"
 
     data = _table(doc, "data", required=True)
     only_keys(
-        data, {"path", "columns", "label_column", "stream", "memory_mb"}, where="[data]"
+        data,
+        {"path", "columns", "label_column", "stream", "memory_mb", "missing", "decimal",
+         "encoding"},
+        where="[data]",
     )
     data_path = _get(data, "path", str, where="[data]", required=True)
     columns = _columns(data.get("columns"))
@@ -227,16 +288,31 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
             "[data] stream = true computes cluster statistics only; a label_column (for the "
             "model-based algorithms) needs the rows in memory: remove one of them."
         )
+    missing = data.get("missing", "fail")
+    if missing not in ("fail", "drop"):
+        raise ValueError('[data] missing must be "fail" or "drop".')
+    decimal = data.get("decimal", ".")
+    if decimal not in (".", ","):
+        raise ValueError('[data] decimal must be "." or ",".')
+    encoding = data.get("encoding", "utf-8")
+    if not isinstance(encoding, str) or not encoding:
+        raise ValueError("[data] encoding must be the name of a text encoding, e.g. latin-1.")
+    if stream and (missing, decimal, encoding.lower()) != ("fail", ".", "utf-8"):
+        raise ValueError(
+            "[data] stream = true reads UTF-8 files with decimal points and no missing values:"
+            " convert the file, or hold the rows in memory (stream = false) to use missing, "
+            "decimal or encoding."
+        )
 
     return ParticipantConfig(
         id=pid,
         coordinator_url=section["coordinator_url"],
         counting_url=section["counting_url"],
-        token=section["token"],
+        token=token,
         state_dir=_resolve(base, state_dir),
         data=DataSource(
             path=_resolve(base, data_path), columns=columns, label_column=label, stream=stream,
-            memory_mb=memory_mb,
+            memory_mb=memory_mb, missing=missing, decimal=decimal, encoding=encoding,
         ),
         policy=_policy(_table(doc, "policy", required=False)),
         peers=_peers(_table(doc, "peers", required=False)),
@@ -244,6 +320,33 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         identity_key=_resolve(base, identity),
         tls=TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS),
     )
+
+
+def enrolled_token_path(state_dir: Path) -> Path:
+    """Where ``fedclust participant enrol`` keeps the token it received (0600, in the state
+    folder, so the config file never holds a secret it did not hold before)."""
+    return state_dir / ENROLLED_TOKEN_FILE
+
+
+def _token(section: Mapping[str, Any], state_dir: Path) -> str:
+    """``[participant] token``; when absent or a placeholder, the enrolment's token file."""
+    token = _get(section, "token", str, where="[participant]")
+    if token is not None and not _PLACEHOLDER.search(token):
+        return str(token)
+    path = enrolled_token_path(state_dir)
+    try:
+        enrolled = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        enrolled = ""
+    if enrolled:
+        return enrolled
+    if token is None:
+        raise ValueError(
+            f"[participant] is missing 'token', and there is no enrolment token at {path}: "
+            "run `fedclust participant enrol --invite INVITE --config FILE` with the invite "
+            "the federation's admin gave you."
+        )
+    return str(token)  # a placeholder: refused by ParticipantConfig with its own message
 
 
 def _policy(table: Mapping[str, Any]) -> Policy:
@@ -436,7 +539,10 @@ def load_data(source: DataSource) -> FloatArray:
         from fedclust.data.loaders import load_dataset
 
         names = _names(source.columns, path)
-        X = load_dataset(path, columns=None if names is None else list(names)).X
+        X = load_dataset(
+            path, columns=None if names is None else list(names), missing=source.missing,
+            decimal=source.decimal, encoding=source.encoding,
+        ).X
     return check_data(X, name=f"data file {path}")
 
 
@@ -505,7 +611,11 @@ def load_labels(source: DataSource) -> NDArray[np.int64] | None:
     else:
         from fedclust.data.loaders import load_dataset
 
-        y = np.asarray(load_dataset(path, columns=[str(label)]).X, dtype=np.float64)[:, 0]
+        y = np.asarray(
+            load_dataset(path, columns=[str(label)], decimal=source.decimal,
+                         encoding=source.encoding).X,
+            dtype=np.float64,
+        )[:, 0]
     if not (np.isfinite(y).all() and (y == np.round(y)).all() and (y >= 0).all()):
         raise ValueError(
             f"[data] label_column of {path.name} must hold whole numbers >= 0 (class labels)."

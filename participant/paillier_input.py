@@ -3,7 +3,9 @@
 The coordinator sends a :class:`protocol.messages.PaillierInputTask` per sum;
 :class:`PaillierSession` answers it:
 
-1. refuse a round not newer than the last one answered in this job (a replay), a
+1. answer the very task answered last again with the same ciphertexts (a coordinator resumed
+   after a crash asks once more: nothing new leaves); refuse any other round not newer than
+   the last one answered in this job (a replay), a
    ``max_parties`` below the minimum cohort, and a public key whose fingerprint does not
    match its modulus, that is smaller than ``min_key_bits``, or (when ``expected_key`` is
    given) that is not the key this participant fetched itself from the counting service — so
@@ -78,6 +80,7 @@ class PaillierSession:
         self._min_cohort = min_cohort
         self._min_key_bits = min_key_bits
         self._last_round = last_round
+        self._answered: tuple[msg.PaillierInputTask, msg.PaillierInputReply] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -131,6 +134,8 @@ class PaillierSession:
         return public_key
 
     def _input(self, spec: msg.PaillierInputTask) -> msg.Reply:
+        if self._answered is not None and self._answered[0] == spec:
+            return self._answered[1]
         if spec.round <= self._last_round:
             raise RefusedError(
                 f"Paillier sum round {spec.round} of job {self._job!r} is not newer than "
@@ -157,7 +162,7 @@ class PaillierSession:
                 f"could not announce the contribution to Paillier round {spec.round} to the "
                 f"counting service ({type(exc).__name__}: {exc}): refused."
             ) from None
-        return msg.PaillierInputReply(
+        reply = msg.PaillierInputReply(
             vectors={
                 name: msg.EncryptedField.model_validate(
                     encrypt_vector(public_key, value, slots[name]).to_dict()
@@ -165,3 +170,5 @@ class PaillierSession:
                 for name, (value, _) in fields.items()
             }
         )
+        self._answered = (spec, reply)
+        return reply

@@ -5,7 +5,8 @@ refuses, before the body is read or parsed:
 
 - a request carrying a body without a known bearer token (401), when the app passes
   ``authorised``: every route that takes a body is authenticated, so a stranger's body is
-  never worth reading;
+  never worth reading (but the few ``public`` routes, e.g. redeeming an invitation, which
+  keep their small limit);
 - a body over its route's limit (413): ``routes`` gives small limits to small messages
   (enrolment, audit heads), every other route has ``max_bytes``.
 """
@@ -44,7 +45,8 @@ class BodySizeLimit:
     hostile client cannot make a service buffer an unbounded body. With ``authorised`` (does
     this bearer token belong to a known caller?), a request that declares a body (a nonzero
     Content-Length, or Transfer-Encoding) without a token it accepts is answered 401 with
-    ``WWW-Authenticate: Bearer`` and its body is never read.
+    ``WWW-Authenticate: Bearer`` and its body is never read; ``public`` lists the
+    ``(method, path pattern)`` routes exempt from that (their body limit still applies).
     """
 
     def __init__(
@@ -54,11 +56,16 @@ class BodySizeLimit:
         max_bytes: int,
         routes: Sequence[RouteLimit] = (),
         authorised: Callable[[str], bool] | None = None,
+        public: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.routes = [(m.upper(), re.compile(p), n) for m, p, n in routes]
         self.authorised = authorised
+        self.public = [(m.upper(), re.compile(p)) for m, p in public]
+
+    def _public(self, method: str, path: str) -> bool:
+        return any(m == method and p.fullmatch(path) for m, p in self.public)
 
     def limit(self, method: str, path: str) -> int:
         """The body limit of a request to ``method path``."""
@@ -77,7 +84,9 @@ class BodySizeLimit:
         has_body = b"transfer-encoding" in fields or (
             declared is not None and declared.strip() not in (b"", b"0")
         )
-        if has_body and self.authorised is not None:
+        if has_body and self.authorised is not None and not self._public(
+            scope.get("method", "GET"), scope.get("path", "")
+        ):
             token = bearer_token(headers)
             if token is None or not self.authorised(token):
                 await _answer(send, 401, b'{"detail":"a valid bearer token is required"}',

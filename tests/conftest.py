@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# The PostgreSQL fixtures: postgres, postgres_url, database_url (sqlite and postgresql).
+pytest_plugins = ["tests.pg"]
+
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 

@@ -2,11 +2,14 @@
 
 Each service of ``deploy/compose.yaml`` is started the way its container would be: the
 image's entry point (``python -m fedclust``) with the service's ``command``, working directory
-``/var/lib/fedclust`` (the Dockerfile's ``WORKDIR``), and its ``volumes``:
+``/var/lib/fedclust`` (the Dockerfile's ``WORKDIR``), its ``volumes``, ``secrets`` and
+``environment``:
 
-- bind mounts (``./examples/...``, ``./data/...``) are copied into a per-service folder and
-  made read-only (files 0444, folders 0555) like the ``:ro`` mounts;
-- named volumes become writable temporary folders.
+- bind mounts (``./examples/...``, ``./data/...``) and secrets (``./secrets/...``, at
+  ``/run/secrets/NAME``) are copied into a per-service folder and made read-only (files
+  0444, folders 0555) like the ``:ro`` mounts;
+- named volumes become writable temporary folders;
+- the ``environment`` variables are set, their container paths remapped.
 
 The remapping is explicit and minimal: container paths are replaced by their folders (longest
 prefix first), service host names by 127.0.0.1 with free ports, and the examples'
@@ -66,6 +69,7 @@ class Service:
     root: Path
     mounts: dict[str, Path] = field(default_factory=dict)  # container path -> local path
     read_only: list[Path] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
 
     def local(self, text: str) -> str:
         """``text`` with every container path of a mount replaced, longest first."""
@@ -82,6 +86,7 @@ class Layout:
         self.ports = {name: free_port() for name in SERVICE_URLS}
         self.tokens: dict[str, str] = {}
         compose = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+        self.secrets: dict[str, Any] = compose.get("secrets", {})
         self.services = [self._service(n, s) for n, s in compose["services"].items()]
 
     def token(self, holder: str) -> str:
@@ -115,11 +120,18 @@ class Layout:
                 local = self.tmp / "volumes" / source
                 local.mkdir(parents=True, exist_ok=True)
                 service.mounts[target] = local
+        for secret in spec.get("secrets", []):  # compose mounts each at /run/secrets/NAME
+            target = f"/run/secrets/{secret}"
+            service.mounts[target] = service.root / target.lstrip("/")
+            files.append((DEPLOY / self.secrets[secret]["file"], target))
         assert WORKDIR in service.mounts, f"{name}: {WORKDIR} (WORKDIR) is not a volume"
+        service.environment = {
+            key: service.local(str(value)) for key, value in spec.get("environment", {}).items()
+        }
         for source, target in files:
             local = service.mounts[target]
             local.parent.mkdir(parents=True, exist_ok=True)
-            if source.suffix == ".toml":
+            if source.suffix == ".toml" or target.startswith("/run/secrets/"):
                 local.write_text(self.rewrite(service, source.read_text("utf-8")), "utf-8")
             else:  # a participant's data share (deploy/data is the operator's)
                 _write_share(local, seed=sum(map(ord, name)))
@@ -170,7 +182,8 @@ def layout(tmp_path: Path) -> Iterator[Layout]:
 def _start(layout: Layout, service: Service) -> subprocess.Popen[bytes]:
     command = [service.local(arg) for arg in service.command]
     log = (layout.tmp / f"{service.name}.log").open("wb")
-    env = {**os.environ, "FEDCLUST_LOG_FORMAT": "json"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDCLUST_")}
+    env.update(service.environment, FEDCLUST_LOG_FORMAT="json")
     with log:
         return subprocess.Popen(
             [sys.executable, "-m", "fedclust", *command],

@@ -385,7 +385,12 @@ def _wait_healthy(client: AnalystClient, proc: subprocess.Popen[bytes]) -> None:
             time.sleep(0.1)
 
 
-def test_killed_coordinator_resumes_the_job_with_the_same_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("algorithm", "protection"), [
+    ("ffcm", "masking"), ("fedfcm", "masking"), ("fkm", "masking"), ("ffcm", "paillier"),
+])
+def test_killed_coordinator_resumes_the_job_with_the_same_result(
+    tmp_path: Path, algorithm: str, protection: str
+) -> None:
     files = write_files(tmp_path, coordinator_port=free_port(), counting_port=free_port())
     counting = ServerThread(
         create_counting(CountingSettings.from_file(files.counting)),
@@ -399,10 +404,10 @@ def test_killed_coordinator_resumes_the_job_with_the_same_result(tmp_path: Path)
         _wait_healthy(client, proc)
         agents = Agents(files).start()
         client.wait_enrolled(list(IDS), timeout=60)
-        spec = JobCreate(
-            algorithm="ffcm", participants=list(IDS), k_range=(2, 5), seed=SEED, eps=1e-6,
-            max_rounds=30,
-        )
+        spec = JobCreate.model_validate({
+            "algorithm": algorithm, "participants": list(IDS), "k_range": (2, 5), "seed": SEED,
+            "eps": 1e-6, "max_rounds": 30, "protection": protection,
+        })
         job = client.submit(spec)
         deadline = time.monotonic() + 60
         while True:  # kill it in the middle of the sweep

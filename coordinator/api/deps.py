@@ -9,6 +9,8 @@ each would cost more than their work.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final
@@ -26,6 +28,7 @@ from fedclust.protocol.messages import ErrorDetail
 from fedclust.protocol.tls import certificate_mismatch
 
 __all__ = [
+    "Admin",
     "Analyst",
     "AnalystIdentity",
     "Authenticator",
@@ -64,18 +67,68 @@ Identity = AnalystIdentity | ParticipantIdentity
 
 
 class Authenticator:
-    """Maps a presented token to its identity through the configured SHA-256 hashes.
+    """Maps a presented token to its identity through the known SHA-256 hashes.
 
     The presented token's digest is looked up in a table (constant work however many
     participants are configured): the lookup's timing depends only on that digest, which
     reveals nothing about a stored one, and the response already shows whether it matched.
+
+    Participants come from the config file and from run-time memberships
+    (:meth:`set_membership`: a member that joined with an invitation, or a revoked one); a
+    membership supersedes the config file's entry for that id. Each change swaps in a new
+    table, so it applies from the next request on, without a restart. One coordinator
+    process serves a database (its broker keeps running jobs in memory), so this table is
+    the whole truth: :meth:`load` reads the memberships at start-up.
     """
 
     def __init__(self, settings: CoordinatorSettings) -> None:
-        self._by_digest: dict[str, Identity] = {
+        self._analysts: dict[str, Identity] = {
             a.token_sha256: AnalystIdentity(a.name, a.role) for a in settings.analysts
-        } | {p.token_sha256: ParticipantIdentity(p.id) for p in settings.participants}
+        }
+        self._configured: dict[str, str] = {p.id: p.token_sha256 for p in settings.participants}
+        self._memberships: dict[str, str | None] = {}
+        self._lock = threading.Lock()
+        self._by_digest: dict[str, Identity] = {}
+        self._rebuild()
         self.last_contact: dict[str, datetime] = {}
+
+    def _rebuild(self) -> None:
+        digests = self._configured | self._memberships
+        self._by_digest = self._analysts | {
+            digest: ParticipantIdentity(pid) for pid, digest in digests.items()
+            if digest is not None
+        }
+
+    def load(self, memberships: Mapping[str, str | None]) -> None:
+        """Take the stored run-time memberships (id → token SHA-256, None: revoked)."""
+        with self._lock:
+            self._memberships = dict(memberships)
+            self._rebuild()
+
+    def set_membership(self, participant_id: str, token_sha256: str | None) -> None:
+        """Give ``participant_id`` a new credential, or none (revoked), from now on."""
+        with self._lock:  # copy on write: readers iterate the old dict undisturbed
+            self._memberships = self._memberships | {participant_id: token_sha256}
+            self._rebuild()
+
+    def participant_ids(self) -> list[str]:
+        """The current members: the config file's (in its order, unless revoked), then those
+        that joined at run time."""
+        memberships = self._memberships
+        ids = [
+            pid for pid in self._configured
+            if pid not in memberships or memberships[pid] is not None
+        ]
+        return ids + [
+            pid for pid, digest in memberships.items()
+            if digest is not None and pid not in self._configured
+        ]
+
+    def is_member(self, participant_id: str) -> bool:
+        """Whether ``participant_id`` has a working credential now."""
+        if participant_id in self._memberships:
+            return self._memberships[participant_id] is not None
+        return participant_id in self._configured
 
     def identify(self, token: str) -> Identity | None:
         return self._by_digest.get(token_sha256(token)) if token else None
@@ -153,6 +206,16 @@ async def require_participant(
 Analyst = Annotated[AnalystIdentity, Depends(require_analyst)]
 
 
+async def require_admin(analyst: Analyst) -> AnalystIdentity:
+    """403 unless the caller is an analyst with role "admin"."""
+    if analyst.role != "admin":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this operation needs an admin's token")
+    return analyst
+
+
+Admin = Annotated[AnalystIdentity, Depends(require_admin)]
+
+
 async def require_certified_participant(
     request: Request,
     identity: Annotated[ParticipantIdentity, Depends(require_participant)],
@@ -173,6 +236,7 @@ _DESCRIPTIONS: Final = {
     404: "No such resource",
     409: "The resource is not in a state that allows this",
     422: "The request is malformed or inconsistent",
+    502: "The counting service did not take the change (the detail says what took effect)",
 }
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, HTTPException, Path, Request, status
 
 from fedclust.coordinator.api.deps import (
     Analyst,
     AnalystIdentity,
+    Authenticator,
     ServicesDep,
     error_responses,
     unprocessable,
@@ -53,13 +54,12 @@ def _job(services: ServicesDep, job_id: str, analyst: AnalystIdentity) -> JobRec
     return job
 
 
-def _common_schema(services: ServicesDep, spec: JobCreate) -> int:
+def _common_schema(services: ServicesDep, spec: JobCreate, members: Authenticator) -> int:
     """The participants' shared n_features, after checking each can take part (else 422)."""
-    configured = {p.id for p in services.settings.participants}
     enrolled = services.db.participants()
     widths: dict[str, int] = {}
     for name in spec.participants:
-        if name not in configured:
+        if not members.is_member(name):
             raise unprocessable(
                 "participants", f"participant {name!r} is unknown to this coordinator"
             )
@@ -108,13 +108,15 @@ def _common_schema(services: ServicesDep, spec: JobCreate) -> int:
     summary="Create and start a job",
     responses=error_responses(401, 403, 422),
 )
-def create_job(body: JobCreate, analyst: Analyst, services: ServicesDep) -> JobPublic:
+def create_job(
+    body: JobCreate, request: Request, analyst: Analyst, services: ServicesDep
+) -> JobPublic:
     """Start a job over enrolled participants sharing one schema.
 
     Without a seed the coordinator draws one and stores it, so a resumed job replays the
     same computation.
     """
-    n_features = _common_schema(services, body)
+    n_features = _common_schema(services, body, request.app.state.authenticator)
     spec = body
     if spec.seed is None:
         spec = JobCreate.model_validate(

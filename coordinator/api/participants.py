@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request, status
 
 from fedclust.coordinator.api.deps import Analyst, CurrentParticipant, ServicesDep, error_responses
 from fedclust.coordinator.db import ParticipantRecord
@@ -37,12 +37,19 @@ def _public(
     response_model=ParticipantPublic,
     operation_id="enrol_participant",
     summary="Enrol (or re-enrol) the calling participant",
-    responses=error_responses(401, 403, 422),
+    responses=error_responses(401, 403, 409, 422),
 )
 def enrol_participant(
     body: Enrolment, participant: CurrentParticipant, services: ServicesDep
 ) -> ParticipantPublic:
-    """Record the participant's schema width and the algorithms its policy allows."""
+    """Record the participant's schema width and the algorithms its policy allows; a member
+    that joined with an invitation must enrol with the identity key it registered then (409)."""
+    joined = services.db.joined_identity_key(participant.id)
+    if joined is not None and body.identity_key != joined:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            "the identity key differs from the one registered when this participant joined",
+        )
     return _public(participant.id, services.db.enrol(participant.id, body))
 
 
@@ -50,16 +57,18 @@ def enrol_participant(
     "/participants",
     response_model=list[ParticipantPublic],
     operation_id="list_participants",
-    summary="List the configured participants and their enrolment",
+    summary="List the federation's members and their enrolment",
     responses=error_responses(401, 403),
 )
 def list_participants(
     request: Request, analyst: Analyst, services: ServicesDep
 ) -> list[ParticipantPublic]:
-    """Every participant of the configuration, enrolled or not, with its last contact."""
+    """Every current member (configured or joined, not revoked), enrolled or not, with its
+    last contact."""
     enrolled = services.db.participants()
-    contacts: dict[str, datetime] = request.app.state.authenticator.last_contact
+    authenticator = request.app.state.authenticator
+    contacts: dict[str, datetime] = authenticator.last_contact
     return [
-        _public(p.id, enrolled.get(p.id), contacts.get(p.id))
-        for p in services.settings.participants
+        _public(pid, enrolled.get(pid), contacts.get(pid))
+        for pid in authenticator.participant_ids()
     ]

@@ -55,8 +55,11 @@ def auth(tok: str) -> dict[str, str]:
 ANALYST = auth(ANALYST_TOKEN)
 
 
-def settings(tmp_path: Path, *, timeout: float = 30.0) -> CoordinatorSettings:
-    """Settings with one analyst, NAMES + OUTSIDER as participants, sqlite in tmp_path."""
+def settings(
+    tmp_path: Path, *, timeout: float = 30.0, database_url: str | None = None
+) -> CoordinatorSettings:
+    """Settings with one analyst, NAMES + OUTSIDER as participants, sqlite in tmp_path (or
+    ``database_url``)."""
     return CoordinatorSettings(
         counting_url="http://counting.test",
         counting_token=COUNTING_TOKEN,
@@ -64,7 +67,7 @@ def settings(tmp_path: Path, *, timeout: float = 30.0) -> CoordinatorSettings:
         participants=tuple(
             ParticipantCredential(p, token_sha256(token(p))) for p in (*NAMES, OUTSIDER)
         ),
-        database_url=f"sqlite:///{tmp_path / 'coordinator.db'}",
+        database_url=database_url or f"sqlite:///{tmp_path / 'coordinator.db'}",
         task_timeout_seconds=timeout,
     )
 
@@ -120,10 +123,15 @@ class FakeCounting:
 
 @contextmanager
 def running_app(
-    tmp_path: Path, counting: FakeCounting, *, timeout: float = 30.0
+    tmp_path: Path, counting: FakeCounting, *, timeout: float = 30.0,
+    database_url: str | None = None,
 ) -> Iterator[TestClient]:
-    """A started coordinator app (lifespan entered) on the sqlite file in tmp_path."""
-    app = create_app(settings(tmp_path, timeout=timeout), counting_transport=counting.transport())
+    """A started coordinator app (lifespan entered) on the sqlite file in tmp_path (or
+    ``database_url``)."""
+    app = create_app(
+        settings(tmp_path, timeout=timeout, database_url=database_url),
+        counting_transport=counting.transport(),
+    )
     with TestClient(app) as client:
         yield client
 

@@ -23,11 +23,12 @@ from tests.coordinator._service import (
 )
 
 
-def test_full_job_matches_simulator(tmp_path: Path) -> None:
+def test_full_job_matches_simulator(tmp_path: Path, database_url: str) -> None:
+    """On SQLite and on PostgreSQL (tests/pg.py)."""
     parts = blobs()
     counting = FakeCounting()
     federation = Federation(parts, counting)
-    with running_app(tmp_path, counting) as client:
+    with running_app(tmp_path, counting, database_url=database_url) as client:
         for name in NAMES:
             enrol(client, name)
         job = create_job(client, **SPEC)

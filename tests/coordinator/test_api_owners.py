@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from fedclust.coordinator.app import create_app
-from fedclust.coordinator.db import Database
+from fedclust.coordinator.db import MIGRATIONS, Database
 from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.protocol.messages import JobCreate
@@ -103,9 +103,10 @@ def test_an_old_database_gains_the_owner_column(tmp_path: Path) -> None:
     db.create_job("job-old", spec, n_features=2)
     with db.engine.begin() as connection:  # as a coordinator before owners were kept
         connection.execute(text("ALTER TABLE jobs DROP COLUMN owner"))
+        connection.execute(text(f"DROP TABLE {MIGRATIONS.version_table}"))  # and migrations
     db.dispose()
     db = Database(url)
-    db.create_all()
+    assert db.migrate() == (None, MIGRATIONS.head())
     old = db.job("job-old")
     assert old is not None and old.owner is None
     assert db.create_job("job-new", spec, n_features=2, owner="bob").owner == "bob"

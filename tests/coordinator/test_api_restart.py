@@ -28,11 +28,12 @@ from tests.coordinator._service import (
 PARTWAY = 8  # answers per participant before the coordinator stops
 
 
-def test_restart_resumes_with_the_same_result(tmp_path: Path) -> None:
+def test_restart_resumes_with_the_same_result(tmp_path: Path, database_url: str) -> None:
+    """On SQLite and on PostgreSQL (tests/pg.py)."""
     parts = blobs()
     counting = FakeCounting()  # a separate service: it outlives the coordinator
     federation = Federation(parts, counting)  # the agents keep their per-job state
-    with running_app(tmp_path, counting) as client:
+    with running_app(tmp_path, counting, database_url=database_url) as client:
         for name in NAMES:
             enrol(client, name)
         job_id = create_job(client, **SPEC)["id"]
@@ -44,11 +45,11 @@ def test_restart_resumes_with_the_same_result(tmp_path: Path) -> None:
         assert client.get(f"{API}/jobs/{job_id}", headers=ANALYST).json()["state"] == "running"
     answered_before = sum(federation.answered.values())
 
-    stored = Database(f"sqlite:///{tmp_path / 'coordinator.db'}")
+    stored = Database(database_url)
     job = stored.job(job_id)
     assert job is not None and job.state == "running"  # left resumable
 
-    with running_app(tmp_path, counting) as client:
+    with running_app(tmp_path, counting, database_url=database_url) as client:
         with federation.agents(client):
             done = wait_for_state(client, job_id, ("succeeded", "failed"))
         assert done["state"] == "succeeded", done["error"]

@@ -212,7 +212,7 @@ def test_an_older_database_has_its_replies_moved_out_of_the_tasks(tmp_path: Path
             "'2026-01-01 00:00:01', 0), ('job-old', 'participant-0', 1, 'report_count', "
             "'{\"kind\":\"report_count\"}', NULL, '2026-01-01 00:00:02', NULL, 1)"
         ))
-    db.create_all()
+    db.migrate()  # fedclust coordinator migrate
     log = db.job_log("job-old")
     assert {key: (r.spec_json, r.reply_json) for key, r in log.items()} == {
         ("participant-0", 0): ('{"kind":"report_count"}', '{"kind":"ack"}'),

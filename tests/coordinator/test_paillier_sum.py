@@ -266,8 +266,13 @@ def test_replays_and_values_over_their_bound_are_refused(pair: PaillierKeyPair) 
         round=1, statistic=fcm_task(CENTERS), encoding=encoding,
         public_key=fed.holder.public_key(JOB), max_parties=3,
     )
-    assert isinstance(member.session.handle(task), msg.PaillierInputReply)
-    replay = member.session.handle(task)
+    first = member.session.handle(task)
+    assert isinstance(first, msg.PaillierInputReply)
+    # The very task again (a resumed coordinator): the same ciphertexts, nothing new.
+    assert member.session.handle(task) == first
+    # Another task of that round (here other centers): a replay, refused.
+    other = task.model_copy(update={"statistic": fcm_task(CENTERS * 2)})
+    replay = member.session.handle(other)
     assert isinstance(replay, msg.RefusalReply) and "replay" in replay.reason
     tight = [e.model_copy(update={"bound": 1e-3}) if e.name == "weighted_sum" else e
              for e in encoding]

@@ -19,13 +19,14 @@ TOKENS = {f"p{i}": f"participant-token-{i}" for i in range(4)}
 UNKNOWN = "not-a-token-of-this-service"
 
 
-def settings_for(db: Path, *, min_participants: int = 3) -> CountingSettings:
+def settings_for(db: Path | str, *, min_participants: int = 3) -> CountingSettings:
+    """Settings with the database file ``db`` (or the URL ``db``)."""
     return CountingSettings(
         coordinator_token_sha256=token_sha256(COORDINATOR),
         participants=tuple(
             ParticipantCredential(id=p, token_sha256=token_sha256(t)) for p, t in TOKENS.items()
         ),
-        database_url=f"sqlite:///{db}",
+        database_url=db if isinstance(db, str) else f"sqlite:///{db}",
         min_participants=min_participants,
     )
 
@@ -185,8 +186,9 @@ def test_a_roster_is_idempotent_and_fixed_once_counts_exist(service: Service) ->
     assert "can no longer change" in changed.json()["detail"]
 
 
-def test_counts_persist_across_a_restart(tmp_path: Path) -> None:
-    db = tmp_path / "counting.db"
+def test_counts_persist_across_a_restart(database_url: str) -> None:
+    """On SQLite and on PostgreSQL (tests/pg.py)."""
+    db = database_url
     first = Service(create_app(settings_for(db)))
     put_roster(first, "j", ["p0", "p1", "p2"])
     report(first, "j", "p0", 11)

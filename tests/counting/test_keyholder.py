@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,8 +109,10 @@ def test_refuses_a_contributor_that_never_announced(holder: PaillierKeyHolder) -
 
 def test_each_round_decrypts_once_and_closes(holder: PaillierKeyHolder) -> None:
     announce(holder, ["p0", "p1", "p2"])
-    holder.decrypt(request(holder, ["p0", "p1", "p2"]))
-    # Again, even with the same contributors: no second look at a round (no differencing).
+    first = request(holder, ["p0", "p1", "p2"])
+    decrypted = holder.decrypt(first)
+    assert holder.decrypt(first) == decrypted  # the very same request: the same answer
+    # Another aggregate, even of the same contributors: no second look at a round.
     with pytest.raises(RoundClosedError, match="decrypted already"):
         holder.decrypt(request(holder, ["p0", "p1", "p2"]))
     with pytest.raises(RoundClosedError):
@@ -163,8 +164,9 @@ def test_only_roster_participants_contribute(holder: PaillierKeyHolder) -> None:
     assert issubclass(DecryptionRefusedError, RefusedError)
 
 
-def test_the_sqlite_store_keeps_the_key_and_the_records(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'counting.db'}"
+def test_the_store_keeps_the_key_and_the_records(database_url: str) -> None:
+    """The private primes and the round records survive a restart (SQLite and PostgreSQL)."""
+    url = database_url
     store = CountingStore(url)
     store.put_roster(JOB, list(ROSTER))
     first = PaillierKeyHolder(store, bits=BITS)

@@ -27,5 +27,7 @@ def test_operation_ids_and_tags_are_stable() -> None:
         "get_paillier_key": ["paillier"],
         "report_paillier_contribution": ["paillier"],
         "paillier_decrypt": ["paillier"],
+        "put_member": ["members"],
+        "revoke_member": ["members"],
         "health": ["meta"],
     }

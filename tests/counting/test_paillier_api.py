@@ -152,8 +152,17 @@ def test_decrypts_a_recorded_round_once(service: Service) -> None:
     expected = sum(VALUES[p] for p in who)
     # 3 contributions rounded to 2^-16 each: within 3·2^-17 (SlotSpec.error_bound).
     assert np.abs(result.sums["total"].to_numpy() - expected).max() <= SPEC.error_bound(3)
+    # The very same request again (a coordinator resumed after a crash): the same answer.
+    assert coordinator.paillier_decrypt(request) == result
+    # Any other aggregate of the round (here the same values encrypted afresh): refused, so
+    # no two different decryptions of one round can be differenced.
+    vectors = [encrypt_vector(public_key_of(coordinator.paillier_key(JOB)), VALUES[p], SPEC)
+               for p in who]
+    other = request.model_copy(update={
+        "vectors": {"total": msg.EncryptedField.model_validate(add(vectors).to_dict())}
+    })
     with pytest.raises(DecryptionRefusedError, match="decrypted already"):
-        coordinator.paillier_decrypt(request)
+        coordinator.paillier_decrypt(other)
     assert contribute(service, "p1").status_code == 409  # the round is closed
 
 

@@ -28,19 +28,19 @@ COUNTS = {"p1": 60, "p2": 77, "p3": 94, "p4": 111, "p5": 128, "p6": 145, "p7": 1
 TOKENS = {p: f"token-of-{p}" for p in COUNTS}
 
 
-def settings_for(db: Path) -> CountingSettings:
+def settings_for(url: str) -> CountingSettings:
     return CountingSettings(
         coordinator_token_sha256=token_sha256(COORDINATOR),
         participants=tuple(
             ParticipantCredential(id=p, token_sha256=token_sha256(t)) for p, t in TOKENS.items()
         ),
-        database_url=f"sqlite:///{db}",
+        database_url=url,
     )
 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    s = Service(create_app(settings_for(tmp_path / "counting.db")))
+    s = Service(create_app(settings_for(f"sqlite:///{tmp_path / 'counting.db'}")))
     yield s
     s.close()
 
@@ -131,8 +131,9 @@ def test_a_refusal_names_a_single_exposed_participant(service: Service) -> None:
     assert_reveals_no_number(detail)
 
 
-def test_released_rosters_are_remembered_after_a_restart(tmp_path: Path) -> None:
-    db = tmp_path / "counting.db"
+def test_released_rosters_are_remembered_after_a_restart(database_url: str) -> None:
+    """On SQLite and on PostgreSQL (tests/pg.py)."""
+    db = database_url
     first = Service(create_app(settings_for(db)))
     assert run_job(first, "a", ["p1", "p2", "p3"]) == (200, 231)
     first.close()
@@ -152,8 +153,8 @@ def test_released_rosters_are_remembered_after_a_restart(tmp_path: Path) -> None
         third.close()
 
 
-def reported_store(db: Path, rosters: dict[str, Sequence[str]]) -> CountingStore:
-    store = CountingStore(f"sqlite:///{db}")
+def reported_store(url: str, rosters: dict[str, Sequence[str]]) -> CountingStore:
+    store = CountingStore(url)
     for job, roster in rosters.items():
         store.put_roster(job, roster)
         for p in roster:
@@ -161,9 +162,9 @@ def reported_store(db: Path, rosters: dict[str, Sequence[str]]) -> CountingStore
     return store
 
 
-def test_concurrent_releases_cannot_both_pass(tmp_path: Path) -> None:
+def test_concurrent_releases_cannot_both_pass(database_url: str) -> None:
     """Each of two jobs is safe alone, not together: of two racing requests one is refused."""
-    store = reported_store(tmp_path / "counting.db", {"j1": ["p1", "p2", "p3"],
+    store = reported_store(database_url, {"j1": ["p1", "p2", "p3"],
                                                       "j2": ["p1", "p2", "p3", "p4"]})
     barrier = threading.Barrier(2)
     outcome: dict[str, str] = {}
@@ -186,12 +187,14 @@ def test_concurrent_releases_cannot_both_pass(tmp_path: Path) -> None:
 
 
 def test_a_release_recorded_by_another_process_meanwhile_is_checked_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two stores on one database (two processes): the later record collides and re-checks."""
-    db = tmp_path / "counting.db"
-    mine = reported_store(db, {"j1": ["p1", "p2", "p3", "p4"], "j2": ["p1", "p2", "p3"]})
-    other = CountingStore(f"sqlite:///{db}")
+    """Two stores on one database (two processes): the later record collides and re-checks
+    (on SQLite and on PostgreSQL)."""
+    mine = reported_store(
+        database_url, {"j1": ["p1", "p2", "p3", "p4"], "j2": ["p1", "p2", "p3"]}
+    )
+    other = CountingStore(database_url)
     interleaved: list[str] = []
 
     def check_then_let_the_other_release(

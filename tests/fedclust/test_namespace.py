@@ -77,3 +77,6 @@ def test_the_wheel_installs_one_top_level_package(tmp_path: Path) -> None:
     assert "fedclust/coordinator/api/__init__.py" in names
     for asset in ("index.html", "app.js", "style.css"):  # the dashboard, as package data
         assert f"fedclust/coordinator/ui/{asset}" in names
+    for service in ("coordinator", "counting"):  # each service's schema revisions
+        for script in ("env.py", "script.py.mako", "versions/v0001_baseline.py"):
+            assert f"fedclust/{service}/migrations/{script}" in names

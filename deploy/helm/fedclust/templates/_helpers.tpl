@@ -32,3 +32,16 @@ allowPrivilegeEscalation: false
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/* The container's variables: FEDCLUST_SECRETS_DIR for `secretsDir`, then `env` verbatim. */}}
+{{- define "fedclust.env" -}}
+{{- if or .values.env .values.secretsDir -}}
+env:
+{{- if .values.secretsDir }}
+  - {name: FEDCLUST_SECRETS_DIR, value: /run/secrets/fedclust}
+{{- end }}
+{{- with .values.env }}
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+{{- end -}}

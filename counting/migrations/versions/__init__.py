@@ -1,0 +1,1 @@
+"""One module per revision, each naming its ``down_revision``."""
