@@ -13,9 +13,10 @@
 Every refused invite gets the same 403, whether unknown, used, expired or for another id.
 Invites and tokens are 256-bit random strings (:func:`crypto.tokens.new_token`), so
 guessing is hopeless and no rate limit is needed; both are looked up by their SHA-256,
-which reveals nothing about a stored one. A running job that names a revoked member keeps
-the existing semantics of a participant that stops answering: it fails when that member's
-task times out (``task_timeout_seconds``); a new job naming it is refused (422).
+which reveals nothing about a stored one. A running job that names a revoked member treats
+it as any participant that stops answering: once its task times out
+(``task_timeout_seconds``) it has dropped out and the job goes on without it where the
+statistics allow (``coordinator._rounds``); a new job naming it is refused (422).
 """
 
 from __future__ import annotations
