@@ -387,6 +387,7 @@ def _wait_healthy(client: AnalystClient, proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.parametrize(("algorithm", "protection"), [
     ("ffcm", "masking"), ("fedfcm", "masking"), ("fkm", "masking"), ("ffcm", "paillier"),
+    ("fkm", "paillier"),
 ])
 def test_killed_coordinator_resumes_the_job_with_the_same_result(
     tmp_path: Path, algorithm: str, protection: str
