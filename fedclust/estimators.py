@@ -297,7 +297,49 @@ def sweep(
     return frame
 
 
-class FederatedFuzzyCMeans(_FederatedClusterer):
+class _CenterRoundsClusterer(_FederatedClusterer):
+    """The parameters every round-based algorithm shares (FedFCM and federated k-means take
+    exactly these; :class:`FederatedFuzzyCMeans` adds ``gamma``)."""
+
+    def __init__(
+        self,
+        n_clusters: int = 3,
+        *,
+        k_range: tuple[int, int] | None = None,
+        m: float = 2.0,
+        tol: float = 1e-3,
+        max_iter: int = 100,
+        protection: ProtectionScheme = "masking",
+        standardise: bool = False,
+        random_state: int | None = None,
+        min_cohort: int = 3,
+        min_center_contributors: int = 1,
+    ) -> None:
+        self.n_clusters = n_clusters
+        self.k_range = k_range
+        self.m = m
+        self.tol = tol
+        self.max_iter = max_iter
+        self.protection = protection
+        self.standardise = standardise
+        self.random_state = random_state
+        self.min_cohort = min_cohort
+        self.min_center_contributors = min_center_contributors
+
+    def _simulation_params(self) -> dict[str, Any]:
+        owner = type(self).__name__
+        return super()._simulation_params() | {
+            "eps": check_float(self.tol, name="tol", owner=owner, low=0.0),
+            "max_rounds": check_int(self.max_iter, name="max_iter", owner=owner, low=1,
+                                    high=10_000),
+            "min_center_contributors": check_int(
+                self.min_center_contributors, name="min_center_contributors", owner=owner,
+                low=1, high=1000,
+            ),
+        }
+
+
+class FederatedFuzzyCMeans(_CenterRoundsClusterer):
     """Federated fuzzy c-means with exact sums (Corcuera Bárcena et al. 2022; "ffcm").
 
     Each round every participant sends Σu^m and Σu^m·x against the current centers (protected
@@ -348,59 +390,9 @@ class FederatedFuzzyCMeans(_FederatedClusterer):
         self.min_center_contributors = min_center_contributors
 
     def _simulation_params(self) -> dict[str, Any]:
-        owner = type(self).__name__
         return super()._simulation_params() | {
-            "eps": check_float(self.tol, name="tol", owner=owner, low=0.0),
-            "max_rounds": check_int(self.max_iter, name="max_iter", owner=owner, low=1,
-                                    high=10_000),
-            "gamma": check_float(self.gamma, name="gamma", owner=owner, low=0.0, high=1.0,
-                                 low_open=True),
-            "min_center_contributors": check_int(
-                self.min_center_contributors, name="min_center_contributors", owner=owner,
-                low=1, high=1000,
-            ),
-        }
-
-
-class _CenterRoundsClusterer(_FederatedClusterer):
-    """The parameters of the round-based algorithms without client sampling (FedFCM,
-    federated k-means); as :class:`FederatedFuzzyCMeans` without ``gamma``."""
-
-    def __init__(
-        self,
-        n_clusters: int = 3,
-        *,
-        k_range: tuple[int, int] | None = None,
-        m: float = 2.0,
-        tol: float = 1e-3,
-        max_iter: int = 100,
-        protection: ProtectionScheme = "masking",
-        standardise: bool = False,
-        random_state: int | None = None,
-        min_cohort: int = 3,
-        min_center_contributors: int = 1,
-    ) -> None:
-        self.n_clusters = n_clusters
-        self.k_range = k_range
-        self.m = m
-        self.tol = tol
-        self.max_iter = max_iter
-        self.protection = protection
-        self.standardise = standardise
-        self.random_state = random_state
-        self.min_cohort = min_cohort
-        self.min_center_contributors = min_center_contributors
-
-    def _simulation_params(self) -> dict[str, Any]:
-        owner = type(self).__name__
-        return super()._simulation_params() | {
-            "eps": check_float(self.tol, name="tol", owner=owner, low=0.0),
-            "max_rounds": check_int(self.max_iter, name="max_iter", owner=owner, low=1,
-                                    high=10_000),
-            "min_center_contributors": check_int(
-                self.min_center_contributors, name="min_center_contributors", owner=owner,
-                low=1, high=1000,
-            ),
+            "gamma": check_float(self.gamma, name="gamma", owner=type(self).__name__, low=0.0,
+                                 high=1.0, low_open=True),
         }
 
 

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike
 
 from fedclust.asgi import InProcessApp
 from fedclust.client import AnalystClient, AnalystConfig
-from fedclust.config_files import write_federation
+from fedclust.config_files import FederationFiles, write_federation
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
@@ -30,7 +30,7 @@ from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate, JobPublic, ResultDocument
 
-__all__ = ["run_in_process"]
+__all__ = ["run_in_process", "serving"]
 
 _ENROL_TIMEOUT = 60.0
 _JOB_TIMEOUT = 3600.0
@@ -83,50 +83,57 @@ def run_in_process(
             root, data=shares, coordinator_port=8700, counting_port=8701,
             min_participants=min_cohort, label_column=None if labels is None else width,
         )
-        counting_app = create_counting(CountingSettings.from_file(files.counting))
-        with ExitStack() as stack:
-            counting = stack.enter_context(
-                InProcessApp(counting_app, counting_app.router.lifespan_context)
-            )
-            coordinator_app = create_coordinator(
-                CoordinatorSettings.from_file(files.coordinator),
-                counting_transport=counting.transport(),
-            )
-            coordinator = stack.enter_context(
-                InProcessApp(coordinator_app, coordinator_app.router.lifespan_context)
-            )
-            stop = threading.Event()
-            agents = [
-                threading.Thread(
-                    target=run_agent,
-                    args=(ParticipantConfig.from_file(path),),
-                    kwargs={
-                        "stop": stop,
-                        "transport": coordinator.transport(),
-                        "counting_transport": counting.transport(),
-                        "poll_wait": 0.5,
-                    },
-                    name=f"agent-{pid}",
-                    daemon=True,
-                )
-                for pid, path in files.participants.items()
-            ]
-            for agent in agents:
-                agent.start()
-            try:
-                config = AnalystConfig(
-                    coordinator_url=files.coordinator_url, token=files.analyst_token
-                )
-                with AnalystClient(config, transport=coordinator.transport()) as client:
-                    client.wait_enrolled(list(spec.participants), timeout=_ENROL_TIMEOUT)
-                    job = client.follow(client.submit(spec).id, poll=0.05, timeout=_JOB_TIMEOUT)
-                    if job.state != "succeeded":
-                        raise RuntimeError(f"job {job.id} {job.state}: {job.error}")
-                    doc = client.result(job.id)
-                    if on_finished is not None:
-                        on_finished(client, job)
-            finally:
-                stop.set()
-                for agent in agents:
-                    agent.join(timeout=10)
+        with serving(files) as coordinator:
+            config = AnalystConfig(coordinator_url=files.coordinator_url, token=files.analyst_token)
+            with AnalystClient(config, transport=coordinator.transport()) as client:
+                client.wait_enrolled(list(spec.participants), timeout=_ENROL_TIMEOUT)
+                job = client.follow(client.submit(spec).id, poll=0.05, timeout=_JOB_TIMEOUT)
+                if job.state != "succeeded":
+                    raise RuntimeError(f"job {job.id} {job.state}: {job.error}")
+                doc = client.result(job.id)
+                if on_finished is not None:
+                    on_finished(client, job)
     return doc.model_copy(update={"dataset": federation.name})
+
+
+@contextmanager
+def serving(files: FederationFiles, *, poll_wait: float = 0.5) -> Iterator[InProcessApp]:
+    """The federation of ``files`` running in this process: the counting service and the
+    coordinator as in-process apps (no sockets), every participant's agent in a thread;
+    yields the coordinator's app (``.transport()`` for an analyst client). Stops all at exit."""
+    counting_app = create_counting(CountingSettings.from_file(files.counting))
+    with ExitStack() as stack:
+        counting = stack.enter_context(
+            InProcessApp(counting_app, counting_app.router.lifespan_context)
+        )
+        coordinator_app = create_coordinator(
+            CoordinatorSettings.from_file(files.coordinator),
+            counting_transport=counting.transport(),
+        )
+        coordinator = stack.enter_context(
+            InProcessApp(coordinator_app, coordinator_app.router.lifespan_context)
+        )
+        stop = threading.Event()
+        agents = [
+            threading.Thread(
+                target=run_agent,
+                args=(ParticipantConfig.from_file(path),),
+                kwargs={
+                    "stop": stop,
+                    "transport": coordinator.transport(),
+                    "counting_transport": counting.transport(),
+                    "poll_wait": poll_wait,
+                },
+                name=f"agent-{pid}",
+                daemon=True,
+            )
+            for pid, path in files.participants.items()
+        ]
+        for agent in agents:
+            agent.start()
+        try:
+            yield coordinator
+        finally:
+            stop.set()
+            for agent in agents:
+                agent.join(timeout=10)

@@ -8,9 +8,8 @@ a transport that records every request it makes.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,7 @@ from fedclust.assign import assign_job, fetch_result, labels_frame
 from fedclust.cli import main
 from fedclust.client import AnalystClient, AnalystConfig, ApiError
 from fedclust.config_files import FederationFiles, write_federation
-from fedclust.coordinator.app import create_app as create_coordinator
-from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
-from fedclust.participant.agent import run_agent
+from fedclust.inprocess import serving
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate
 
@@ -77,45 +72,17 @@ def _federation(root: Path, parts: list[np.ndarray], specs: dict[str, dict[str, 
         np.save(root / f"{pid}.npy", X)
         shares[pid] = f"{pid}.npy"
     files = write_federation(root, data=shares, coordinator_port=8700, counting_port=8701)
-    counting_app = create_counting(CountingSettings.from_file(files.counting))
-    with ExitStack() as stack:
-        counting = stack.enter_context(
-            InProcessApp(counting_app, counting_app.router.lifespan_context)
-        )
-        coordinator_app = create_coordinator(
-            CoordinatorSettings.from_file(files.coordinator),
-            counting_transport=counting.transport(),
-        )
-        coordinator = stack.enter_context(
-            InProcessApp(coordinator_app, coordinator_app.router.lifespan_context)
-        )
-        stop = threading.Event()
-        agents = [
-            threading.Thread(
-                target=run_agent, args=(ParticipantConfig.from_file(path),),
-                kwargs={"stop": stop, "transport": coordinator.transport(),
-                        "counting_transport": counting.transport(), "poll_wait": 0.2},
-                daemon=True,
-            )
-            for path in files.participants.values()
-        ]
-        for agent in agents:
-            agent.start()
-        try:
-            config = AnalystConfig(coordinator_url=files.coordinator_url, token=files.analyst_token)
-            jobs = {}
-            with AnalystClient(config, transport=coordinator.transport()) as client:
-                client.wait_enrolled(list(IDS), timeout=60)
-                for name, spec in specs.items():
-                    job = client.submit(JobCreate(participants=list(IDS), **spec))
-                    job = client.follow(job.id, poll=0.05, timeout=300)
-                    assert job.state == "succeeded", job.error
-                    jobs[name] = job.id
-            yield Service(files, coordinator, jobs)
-        finally:
-            stop.set()
-            for agent in agents:
-                agent.join(timeout=10)
+    with serving(files, poll_wait=0.2) as coordinator:
+        config = AnalystConfig(coordinator_url=files.coordinator_url, token=files.analyst_token)
+        jobs = {}
+        with AnalystClient(config, transport=coordinator.transport()) as client:
+            client.wait_enrolled(list(IDS), timeout=60)
+            for name, spec in specs.items():
+                job = client.submit(JobCreate(participants=list(IDS), **spec))
+                job = client.follow(job.id, poll=0.05, timeout=300)
+                assert job.state == "succeeded", job.error
+                jobs[name] = job.id
+        yield Service(files, coordinator, jobs)
 
 
 SPECS: dict[str, dict[str, Any]] = {
