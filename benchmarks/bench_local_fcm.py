@@ -6,8 +6,16 @@ the same data: Gaussian rows, D=16, K=10, m=2, N in ``--sizes`` (default 1e5 and
 
 - ours:          ``protocol.fcm._fcm_step`` (fused block kernel; the loop body of
                  ``protocol.fcm.fcm``), on rows checked and normed once (``protocol.rows``).
-- floor:         one streaming pass over the same data, ``X.sum(axis=0)`` and ``X.copy()``:
-                 no FCM iteration can read its N·D values faster. Ours / floor is printed.
+- floor:         the memory-bandwidth floor: one read of the same data (``X.max()``, a
+                 contiguous pass that numpy vectorises) and one read and write
+                 (``X.copy()``): no FCM iteration can touch its N·D values faster.
+- products:      the two BLAS products of the step alone, block by block (-2C·xᵀ and
+                 u^m·x): the arithmetic floor of a BLAS-based iteration (2·N·K·D multiply-
+                 adds each). Ours / floor and ours / products are printed.
+- ours: sums only: ``protocol._fuzzy.weighted_sums``, what a participant computes in a round
+                 of exact federated FCM (no membership matrix is kept: no stopping rule).
+- numpy passes:  the same block step with one numpy pass per element-wise operation (our
+                 kernel before its element-wise passes were compiled with numba).
 - scikit-fuzzy:  the body of ``cmeans``' loop: copy U, ``_cmeans0`` (centers, distances, J_m,
                  memberships), ||U - U_prev||. Its public ``cmeans(maxiter=1)`` would add a
                  random U init and a final partition coefficient.
@@ -41,9 +49,10 @@ from functools import partial
 
 import numpy as np
 
+from fedclust.protocol._fuzzy import weighted_sums
 from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.fcm import _fcm_step, fcm_memberships
-from fedclust.protocol.rows import as_rows
+from fedclust.protocol.rows import BLOCK_ROWS, as_rows, blas_threads
 
 D, K, M = 16, 10, 2.0
 Step = Callable[[], object]
@@ -106,7 +115,54 @@ def _fcmeans(X: FloatArray, C: FloatArray) -> Callable[[], object]:
     return step
 
 
+def _products(X: FloatArray, C: FloatArray) -> Step:
+    rows = as_rows(X)
+    minus_2c = -2.0 * C
+    d = np.empty((K, BLOCK_ROWS))
+    ws = np.empty((K, D))
+
+    def step() -> None:
+        with blas_threads(1):
+            for xb, _ in rows:
+                out = d[:, : xb.shape[0]]
+                np.matmul(minus_2c, xb.T, out=out)
+                np.matmul(out, xb, out=ws)
+
+    return step
+
+
+def _numpy_passes(X: FloatArray, C: FloatArray) -> Step:
+    """Our block step with each element-wise operation a numpy pass (the kernel before the
+    compiled passes of ``protocol._fcm_kernels``): the gain of fusing them."""
+    rows = as_rows(X)
+    U = np.ascontiguousarray(fcm_memberships(rows, C, m=M).T)
+    minus_2c, sq = -2.0 * C, np.einsum("ij,ij->i", C, C)
+    tiny = np.finfo(np.float64).tiny
+
+    def step() -> float:
+        u_sum, ws, change2 = np.zeros(K), np.zeros((K, D)), 0.0
+        with blas_threads(1):
+            for start, (xb, nb) in zip(range(0, rows.n_rows, BLOCK_ROWS), rows, strict=True):
+                d = minus_2c @ xb.T
+                d += nb
+                d += sq[:, None]
+                np.maximum(d, tiny, out=d)
+                np.reciprocal(d, out=d)  # m = 2
+                d *= 1.0 / (np.ones(K) @ d)
+                Ub = U[:, start : start + xb.shape[0]]
+                diff = (Ub - d).ravel()
+                change2 += float(diff @ diff)
+                np.copyto(Ub, d)
+                d *= d
+                u_sum += d @ np.ones(d.shape[1])
+                ws += d @ xb
+        return change2
+
+    return step
+
+
 COMPETITORS: dict[str, Callable[[FloatArray, FloatArray], Callable[[], object]]] = {
+    "numpy passes": _numpy_passes,
     "scikit-fuzzy": _skfuzzy,
     "fuzzy-c-means": _fcmeans,
 }
@@ -133,8 +189,10 @@ def main() -> None:
         C = X[rng.choice(n, size=K, replace=False)].copy()
         steps: dict[str, Step] = {
             "ours": _ours(X, C),
-            "floor: X.sum(axis=0)": partial(np.sum, X, axis=0),
+            "ours: sums only": partial(weighted_sums, as_rows(X), C, M),
+            "floor: X.max()": partial(np.max, X),
             "floor: X.copy()": X.copy,
+            "products": _products(X, C),
         }
         for name, make in ({} if args.no_competitors else COMPETITORS).items():
             if name in skipped:
@@ -154,8 +212,11 @@ def main() -> None:
             median = float(np.median(seconds))
             if name == "ours":
                 note = ""
-            elif name.startswith("floor"):
-                note = f"ours/floor {ours / median:5.2f}x"
+            elif name == "ours: sums only":
+                read = float(np.median(times["floor: X.max()"]))
+                note = f"sums/read floor {median / read:5.2f}x"
+            elif name.startswith(("floor", "products")):
+                note = f"ours/{name.split(':')[0]} {ours / median:5.2f}x"
             else:
                 note = f"theirs/ours {median / ours:5.2f}x"
                 if median > args.budget:

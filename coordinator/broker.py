@@ -138,7 +138,7 @@ class Broker:
             live = self._live.pop(job_id, None)
             if live is not None:
                 for task in live.open.values():
-                    self._queues[task.participant].remove(task)
+                    self._withdraw(task)
             for granted in self._granted.values():
                 for name in [name for name, job in granted.items() if job == job_id]:
                     del granted[name]
@@ -175,13 +175,20 @@ class Broker:
         )
 
     def cancel(self, job_id: str) -> None:
-        """Wake the job's waiting tasks with :class:`JobCancelledError`."""
+        """Withdraw the job's open tasks at once (no poll hands them out after this returns)
+        and wake the waiting asks with :class:`JobCancelledError`."""
         with self._lock:
             live = self._live.get(job_id)
             if live is not None:
                 live.cancelled = True
                 for task in live.open.values():
+                    self._withdraw(task)
                     task.answered.notify_all()
+
+    def _withdraw(self, task: _Open) -> None:
+        queue = self._queues.get(task.participant, [])
+        if task in queue:
+            queue.remove(task)
 
     def close(self) -> None:
         """Shut down: store what is pending; every waiting ask raises

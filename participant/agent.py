@@ -71,7 +71,7 @@ from fedclust.protocol import messages as msg
 from fedclust.protocol.audit_wire import AuditHead
 from fedclust.protocol.blobs import BLOB_KEY, digest, inline
 from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.rows import Rows, RowSource, largest_magnitude
+from fedclust.protocol.rows import Rows, RowSource, largest_magnitude, pin_blas_threads
 from fedclust.protocol.secure_wire import b64
 
 __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
@@ -225,10 +225,14 @@ class StateStore:
         return True
 
     def save(self, job_id: str, state: JobState) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
         file = self.path(job_id)
         tmp = file.with_name(file.name + ".tmp")
-        tmp.write_text(json.dumps(state.to_json()), encoding="utf-8")
+        text = json.dumps(state.to_json())
+        try:
+            tmp.write_text(text, encoding="utf-8")
+        except FileNotFoundError:  # the first save (the folder is made once, not every step)
+            self._dir.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, file)
 
 
@@ -274,6 +278,7 @@ def run_agent(
             f"need 0 < retry_initial <= retry_max; got {retry_initial} and {retry_max}."
         )
     stop = stop if stop is not None else threading.Event()
+    pin_blas_threads(1)
     identity = load_identity(config.identity_path)
     audit = AuditLog(config.audit_path, identity=identity)
     rows = config.data.rows()

@@ -11,8 +11,11 @@ Distances: d2 = ||x||² + ||c||² - 2 x·c (one BLAS product per block), with ||
 once per job (``protocol.rows.Rows``), clipped below at the smallest positive float.
 
 Every kernel works on one block of ``protocol.rows.BLOCK_ROWS`` rows, so its temporaries are
-O(B·K) and stay in cache; the public sums fold the blocks' partial sums in block order
-(``protocol.rows.fold``), so they do not depend on how the rows are chunked.
+O(B·K) and stay in cache: a BLAS product, then the element-wise passes compiled in
+:mod:`protocol._fcm_kernels` (norms, clip, memberships, u^m and their sums in two or three
+passes over the block, where numpy would make a dozen). The public sums fold the blocks'
+partial sums in block order (``protocol.rows.fold``), so they do not depend on how the rows
+are chunked.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ._fcm_kernels import memberships_inplace, powered_sums
 from ._validation import FloatArray
 from .rows import BLOCK_ROWS, RowSource, as_rows, as_source, blas_threads, fold
 
@@ -68,31 +72,16 @@ def distances_t(xb: FloatArray, nb: FloatArray, c: Centers) -> FloatArray:
 
 def memberships_t(d: FloatArray, m: float) -> FloatArray:
     """FCM memberships from transposed squared distances (K, B), in place; returns ``d``."""
-    if m == 2.0:
-        np.reciprocal(d, out=d)
-    else:
-        np.divide(np.minimum.reduce(d, axis=0), d, out=d)
-        np.power(d, 1.0 / (m - 1.0), out=d)
-    with np.errstate(over="ignore"):
-        total: FloatArray = np.ones(d.shape[0]) @ d
-    bad = ~np.isfinite(total)
-    if bad.any():  # several r_ik near 1/tiny: rescale those points by their largest r
-        cols = d[:, bad]
-        cols /= np.maximum.reduce(cols, axis=0)
-        d[:, bad] = cols
-        total[bad] = cols.sum(axis=0)
-    np.reciprocal(total, out=total)
-    d *= total
+    memberships_inplace(d, np.zeros(d.shape[1]), np.zeros(d.shape[0]), m)
     return d
 
 
-def powered(W: FloatArray, m: float) -> FloatArray:
-    """W ** m in place (a squaring for the common m = 2); returns W."""
-    if m == 2.0:
-        W *= W
-    else:
-        np.power(W, m, out=W)
-    return W
+def _memberships_block(xb: FloatArray, nb: FloatArray, c: Centers, m: float) -> FloatArray:
+    """Memberships (K, B) of one block: one BLAS product, then the fused element-wise passes
+    (distances, clip, memberships) of :mod:`protocol._fcm_kernels`."""
+    d = c.minus_2c @ xb.T
+    memberships_inplace(d, nb, c.sq_norms, m)
+    return d
 
 
 def _row_sums(a: FloatArray) -> FloatArray:
@@ -105,9 +94,10 @@ def fcm_sums_block(
     xb: FloatArray, nb: FloatArray, c: Centers, m: float
 ) -> tuple[FloatArray, FloatArray]:
     """Partial U_i = Σ_j u_ij^m and WS_i = Σ_j u_ij^m x_j of one block."""
-    W = powered(memberships_t(distances_t(xb, nb, c), m), m)
+    W = _memberships_block(xb, nb, c, m)
+    u_sum, _ = powered_sums(W, m)
     ws: FloatArray = W @ xb
-    return _row_sums(W), ws
+    return u_sum, ws
 
 
 def fcm_step_block(
@@ -115,21 +105,17 @@ def fcm_step_block(
 ) -> tuple[FloatArray, FloatArray, float]:
     """:func:`fcm_sums_block`, storing the memberships in ``Ub`` (K, B) and returning, with
     ``measure``, Σ (u_old - u)² of the block (``Ub`` holds u_old on entry)."""
-    U = memberships_t(distances_t(xb, nb, c), m)
-    change2 = 0.0
-    if measure:
-        diff = (Ub - U).ravel()  # contiguous, so the square sum is one BLAS dot
-        change2 = float(diff @ diff)
-    np.copyto(Ub, U)
-    W = powered(U, m)
+    W = _memberships_block(xb, nb, c, m)
+    u_sum, change2 = powered_sums(W, m, Ub, measure=measure)
     ws: FloatArray = W @ xb
-    return _row_sums(W), ws, change2
+    return u_sum, ws, change2
 
 
 def objective_block(xb: FloatArray, nb: FloatArray, c: Centers, m: float) -> tuple[float]:
     """Partial J_m = Σ_j Σ_i u_ij^m d2_ij of one block."""
     d2 = distances_t(xb, nb, c)
-    W = powered(memberships_t(d2.copy(), m), m)
+    W = memberships_t(d2.copy(), m)
+    powered_sums(W, m)
     W *= d2
     return (float(W.ravel() @ np.ones(W.size)),)
 
@@ -138,7 +124,7 @@ def membership_sums_block(
     xb: FloatArray, nb: FloatArray, c: Centers, m: float
 ) -> tuple[FloatArray]:
     """Partial Σ_j u_ij (memberships to the power 1) of one block."""
-    return (_row_sums(memberships_t(distances_t(xb, nb, c), m)),)
+    return (_row_sums(_memberships_block(xb, nb, c, m)),)
 
 
 # -- folded statistics ---------------------------------------------------------------------
@@ -177,7 +163,7 @@ def memberships(X: FloatArray | RowSource, C: FloatArray, m: float) -> FloatArra
     start = 0
     with blas_threads(1):
         for xb, nb in rows:
-            U[start : start + xb.shape[0]] = memberships_t(distances_t(xb, nb, c), m).T
+            U[start : start + xb.shape[0]] = _memberships_block(xb, nb, c, m).T
             start += xb.shape[0]
     return U
 

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeAlias, TypeVar
@@ -47,6 +47,7 @@ __all__ = [
     "fold",
     "largest_magnitude",
     "map_in_order",
+    "pin_blas_threads",
     "stream_blocks",
     "sum_in_order",
 ]
@@ -74,9 +75,24 @@ def _controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+_pinned: list[int] = []  # the thread count pin_blas_threads set for the whole process
+
+
+def pin_blas_threads(n: int = 1) -> None:
+    """Hold BLAS at ``n`` threads for the rest of the process, so that :func:`blas_threads`
+    costs nothing. For a participant agent: every product it computes is a block product,
+    and a per-statistic limit is both slow (it queries and sets every BLAS library) and, in
+    an agent answering from several threads, racy (one thread restores what another set)."""
+    _controller().limit(limits=n, user_api="blas")  # kept: never restored
+    _pinned[:] = [n]
+
+
 def blas_threads(n: int = 1) -> AbstractContextManager[Any]:
     """Limit BLAS to ``n`` threads: the block products (B x D by D x K) are too small to gain
-    from threads, and threads oversubscribe a machine the participant shares."""
+    from threads, and threads oversubscribe a machine the participant shares. A no-op where
+    :func:`pin_blas_threads` already holds BLAS at ``n``."""
+    if _pinned == [n]:
+        return nullcontext()
     limiter: AbstractContextManager[Any] = _controller().limit(limits=n, user_api="blas")
     return limiter
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 from fedclust.protocol import exact_fcm, federated_kmeans, standardise, validity
 from fedclust.protocol._fuzzy import Centers, membership_sums, objective
@@ -18,8 +20,10 @@ from fedclust.protocol.rows import (
     ChunkedRows,
     RowSource,
     as_rows,
+    blas_threads,
     chunk_rows,
     fold,
+    pin_blas_threads,
     stream_blocks,
 )
 
@@ -140,3 +144,15 @@ def test_fold_refuses_a_bare_array() -> None:
     X, _ = _data()
     with pytest.raises(TypeError, match="not a bare array"):
         fold(X, lambda xb, nb: (xb.sum(),))
+
+
+def test_pinned_blas_makes_the_per_statistic_limit_free() -> None:
+    pin_blas_threads(1)  # what an agent does at start-up (process-wide, like the agents' tests)
+    assert isinstance(blas_threads(1), nullcontext)
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] == 1 for lib in blas)
+    limiter = blas_threads(2)  # another count still limits (and restores on exit)
+    assert not isinstance(limiter, nullcontext)
+    with limiter:
+        pass
+    assert all(lib["num_threads"] == 1 for lib in threadpool_info() if lib["user_api"] == "blas")
