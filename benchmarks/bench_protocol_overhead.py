@@ -9,6 +9,10 @@ the same participants' data:
   over ASGI (:mod:`fedclust.asgi`, no sockets), participant agents as threads; with
   ``--http`` instead as separate ``fedclust ... serve`` processes (uvicorn) on loopback.
 
+With ``--http`` the coordinator's own CPU time per round (user + system, from /proc, by the
+same difference) is printed too: what the service itself costs, whatever the agents and the
+shared machine add.
+
 A round's cost is measured by difference: a job runs ``R`` and ``2R`` rounds (``eps = 0``:
 no early stop) and per round = (T(2R) - T(R)) / R, so start-up, enrolment, the count and the
 final scoring cancel out. The service stays up; each repetition runs core 2R, core R,
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import os
 import tempfile
 import threading
 import time
@@ -130,11 +136,24 @@ def time_job(client: AnalystClient, spec: JobCreate) -> float:
     return (job.updated_at - job.created_at).total_seconds()
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclasses.dataclass
+class Service:
+    client: AnalystClient
+    coordinator_pid: int | None  # its own process (--http), else None
+
+
 @contextlib.contextmanager
-def service(files: FederationFiles, http: bool) -> Iterator[AnalystClient]:
+def service(files: FederationFiles, http: bool) -> Iterator[Service]:
     """The coordinator and counting service with every participant enrolled."""
     names = list(files.participants)
     config = AnalystConfig(files.coordinator_url, files.analyst_token)
+    pid: int | None = None
     with contextlib.ExitStack() as stack:
         if http:
             logs = files.root / "logs"
@@ -145,6 +164,7 @@ def service(files: FederationFiles, http: bool) -> Iterator[AnalystClient]:
             demo.start("coordinator", "coordinator", "serve", "--config", str(files.coordinator))
             demo.wait_healthy(files.counting_url)
             demo.wait_healthy(files.coordinator_url)
+            pid = demo.processes["coordinator"].pid
             stack.callback(Agents(files).close)
             client = stack.enter_context(AnalystClient(config))
         else:
@@ -167,7 +187,7 @@ def service(files: FederationFiles, http: bool) -> Iterator[AnalystClient]:
                 AnalystClient(config, transport=coordinator.transport())
             )
         client.wait_enrolled(names, timeout=300)
-        yield client
+        yield Service(client, pid)
 
 
 def measure(
@@ -180,10 +200,18 @@ def measure(
     samples: dict[str, list[float]] = {"core": [], "service": [], "overhead": []}
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         files = write_files(Path(tmp), parts)
-        with service(files, http) as client:
+        with service(files, http) as served_by:
+            pid = served_by.coordinator_pid
             for _ in range(max(repeats, MIN_REPEATS)):
                 core = (time_core(parts, long) - time_core(parts, short)) / rounds
-                served = (time_job(client, long) - time_job(client, short)) / rounds
+                cpu = [process_cpu(pid)] if pid is not None else []
+                served = time_job(served_by.client, long)
+                cpu += [process_cpu(pid)] if pid is not None else []
+                served = (served - time_job(served_by.client, short)) / rounds
+                if pid is not None:
+                    cpu.append(process_cpu(pid))
+                    work = ((cpu[1] - cpu[0]) - (cpu[2] - cpu[1])) / rounds
+                    samples.setdefault("coordinator CPU", []).append(work)
                 samples["core"].append(core)
                 samples["service"].append(served)
                 samples["overhead"].append(served - core)
@@ -205,14 +233,12 @@ def main() -> None:
           f"{'loopback HTTP' if args.http else 'in-process HTTP (ASGI)'}; per round = "
           f"(T({2 * R} rounds) - T({R} rounds)) / {R}; median [range] of "
           f"{max(args.repeats, MIN_REPEATS)} interleaved repetitions, ms")
-    print(f"{'participants':>12}  {'core':>22}  {'service':>22}  {'overhead':>22}")
+    columns = ["core", "service", "overhead"] + (["coordinator CPU"] if args.http else [])
+    print(f"{'participants':>12}" + "".join(f"  {name:>22}" for name in columns))
     for n in args.participants:
         t = measure(n, args.rows, R, args.repeats, args.seed, args.http)
-        print(
-            f"{n:>12}  {t['core'].text(1e-3, 1):>22}  {t['service'].text(1e-3, 1):>22}  "
-            f"{t['overhead'].text(1e-3, 1):>22}",
-            flush=True,
-        )
+        print(f"{n:>12}" + "".join(f"  {t[name].text(1e-3, 1):>22}" for name in columns),
+              flush=True)
 
 
 if __name__ == "__main__":
