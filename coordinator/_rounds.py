@@ -18,7 +18,8 @@ from fedclust.protocol._validation import FloatArray, check_centers
 from fedclust.protocol.errors import RefusedError, UnavailableError
 
 #: Fewest distinct participants whose sum can hide each member's contribution (a group sum of
-#: FedCRef or fed-distill with fewer members is formed in the clear and noted).
+#: FedCRef or fed-distill with fewer members is formed in the clear and noted; a job that
+#: loses participants goes on only with at least this many left: :func:`require_cohort`).
 MIN_PROTECTED_MEMBERS = 3
 
 
@@ -42,6 +43,23 @@ def dropped(participant: object) -> str | None:
 def present(participants: Sequence[P]) -> list[P]:
     """The participants that have not dropped out of the job."""
     return [p for p in participants if dropped(p) is None]
+
+
+def require_cohort(participants: Sequence[P], minimum: int = MIN_PROTECTED_MEMBERS) -> list[P]:
+    """The participants present; after dropouts, at least ``minimum`` of them.
+
+    Raises:
+        RefusedError: participants dropped out and fewer than ``minimum`` are left (one line
+            naming who dropped out).
+    """
+    live = present(participants)
+    if len(live) < len(participants) and len(live) < minimum:
+        gone = ", ".join(repr(p.name) for p in participants if dropped(p) is not None)
+        raise RefusedError(
+            f"only {len(live)} participant(s) left after {gone} dropped out; a job goes on "
+            f"after dropouts only with at least {minimum} participants"
+        )
+    return live
 
 
 def resolve_init(
@@ -83,8 +101,10 @@ class Gatherer:
     every participant refuses fails with ``RefusedError``. A participant that does not
     answer in time (:class:`UnavailableError`) has dropped out: it is left out of this and
     every later round (not asked again), noted once. With ``required=True`` (rounds whose
-    result would be wrong without everyone: counting, standardisation) any refusal or
-    dropout fails the round, naming the participant.
+    result would be wrong without everyone: the declarations, the validation sums) any
+    refusal or dropout fails the round, naming the participant; with ``refusals_fail=True``
+    (stages that go on without a participant that left the job, but not with one that stays
+    in it without its answer: counting, standardisation, the local K) a refusal does.
     """
 
     def __init__(self) -> None:
@@ -106,6 +126,7 @@ class Gatherer:
         ask: Callable[[int, P], T],
         *,
         required: bool = False,
+        refusals_fail: bool = False,
     ) -> tuple[list[T], tuple[str, ...]]:
         """Ask each participant (with its index); return the answers and who gave them."""
         asked = list(enumerate(participants))  # each keeps its index (e.g. for its seed)
@@ -127,7 +148,7 @@ class Gatherer:
                 self._note_dropout(participant.name, str(outcome))
                 continue
             if isinstance(outcome, RefusedError):
-                if required:
+                if required or refusals_fail:
                     raise RefusedError(f"participant {participant.name!r} refused: {outcome}")
                 last = outcome
                 if participant.name not in self._refused:
@@ -149,6 +170,16 @@ def gather_required(participants: Sequence[P], ask: Callable[[P], T]) -> list[T]
     """Every participant's answer to one question; any refusal fails (see :class:`Gatherer`)."""
     answers, _ = Gatherer().gather(0, participants, lambda _, p: ask(p), required=True)
     return answers
+
+
+def gather_present(
+    participants: Sequence[P], ask: Callable[[P], T]
+) -> tuple[list[T], tuple[str, ...]]:
+    """The answers of the participants present and who gave them: one that does not answer
+    drops out of the job, any refusal fails (``refusals_fail``, see :class:`Gatherer`)."""
+    return Gatherer().gather(
+        0, present(participants), lambda _, p: ask(p), refusals_fail=True
+    )
 
 
 def _ask_all(

@@ -10,6 +10,15 @@ A job (:class:`protocol.messages.JobCreate`) runs these stages through the parti
 4. the K sweep of the chosen algorithm, scored by FedFuzzDB (``coordinator.sweep``);
 5. the simplified silhouette of every K's centers.
 
+A participant that does not answer a task in time drops out of the job, from stage 1 on: the
+job goes on over the participants left while at least
+:data:`~coordinator._rounds.MIN_PROTECTED_MEMBERS` are (else it fails saying so), and the
+result's notes name who dropped out and when. The counting service's ΣN_l is asked once
+every participant has reported, and never after a dropout at the count (its total would no
+longer fit); the N of those left after dropouts comes from their own summed moments
+(``coordinator.standardise.PresentRows``), or, for FedFuzzDB and the silhouette, from their
+summed memberships (``coordinator.sweep``).
+
 The same function runs over :class:`participant.local.LocalParticipant` objects in the
 simulator and over :class:`coordinator.remote.RemoteParticipant` proxies in the service.
 """
@@ -22,11 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from fedclust.coordinator._rounds import gather_required, present
+from fedclust.coordinator._rounds import (
+    dropped,
+    gather_present,
+    gather_required,
+    present,
+    require_cohort,
+)
 from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation
-from fedclust.coordinator.standardise import standardise_federation
+from fedclust.coordinator.standardise import PresentRows, standardise_federation
 from fedclust.coordinator.sweep import SweepResult, run_sweep
 from fedclust.protocol import choose_k, validity
 from fedclust.protocol import messages as msg
@@ -41,7 +56,8 @@ _SEED_BOUND = 2**31 - 1
 
 @dataclass(frozen=True)
 class JobOutcome:
-    """What a job computed: the sweep, each K's silhouette, the local K's, the scaling."""
+    """What a job computed: the sweep, each K's silhouette, the local K's (of the participants
+    that gave one), the scaling; ``notes`` of the stages before the sweep (dropouts)."""
 
     sweep: SweepResult
     silhouette: tuple[float, ...]
@@ -49,6 +65,7 @@ class JobOutcome:
     mean: FloatArray | None
     scale: FloatArray | None
     secure_notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def centers(self, index: int) -> FloatArray:
         """The centers of sweep entry ``index`` in the data's original units."""
@@ -71,12 +88,15 @@ def run_job(
     ``summation`` carries every sum-type statistic protected (``spec.protection``); it must
     be given exactly when the protection is not "none".
 
-    ``total_count`` is asked once, after every participant has reported: the total cannot
-    change within a job, so the later stages reuse it.
+    ``total_count`` is asked at most once, after every participant has reported (module
+    docstring): the total cannot change within a job, so the later stages reuse it.
 
     ``on_progress(stage, k, round_record)`` is told of each stage ("declaring", "counting",
     "standardising", "local_k", "clustering", "validating", "silhouette") and of every
     finished round.
+
+    Raises:
+        RefusedError: among others, fewer than the minimum left after dropouts.
     """
 
     if spec.algorithm == "fed-distill":
@@ -97,19 +117,37 @@ def run_job(
     bounds = declare_job(participants, spec, n_features=participants[0].n_features)
     if summation is not None:
         summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
-    stage("counting")
-    gather_required(participants, lambda p: p.report_count())
-    n = total_count()
+    notes: list[str] = []
+    noted: set[str] = set()
 
-    def known_total() -> int:
-        return n
+    def left_out(during: str) -> None:
+        """Note who dropped out ``during`` a stage; fail below the minimum cohort."""
+        for p in participants:
+            reason = dropped(p)
+            if reason is not None and p.name not in noted:
+                noted.add(p.name)
+                notes.append(
+                    f"participant {p.name!r} dropped out {during} ({reason}); the job went "
+                    "on without it"
+                )
+        require_cohort(participants)
+
+    stage("counting")
+    gather_present(participants, lambda p: p.report_count())
+    left_out("at the count")
+    rows = PresentRows(
+        participants, total_count, value_bound=bounds.value_bound, summation=summation
+    )
+    if len(present(participants)) == len(participants):
+        rows()  # the counting service's total, released now that everyone has reported
 
     local_k_stream, sweep_stream = np.random.SeedSequence(spec.seed).spawn(2)
     mean = scale = None
     if spec.standardise:
         stage("standardising")
-        mean, scale = standardise_federation(participants, known_total, summation=summation)
-        z_bound = bounds.standardised(mean, scale)
+        mean, scale = standardise_federation(participants, rows, summation=summation)
+        left_out("during standardisation")
+        z_bound = rows.value_bound = bounds.standardised(mean, scale)
         if summation is not None:
             summation.set_bounds(max_rows=bounds.max_rows, value_bound=z_bound)
     local_k = None
@@ -119,19 +157,19 @@ def run_job(
         rng = np.random.default_rng(local_k_stream)
         seeds = [int(rng.integers(_SEED_BOUND)) for _ in participants]
         by_name = {p.name: s for p, s in zip(participants, seeds, strict=True)}
-        local_k = tuple(
-            gather_required(
-                participants, lambda p: p.local_k(lo, hi, m=spec.m, seed=by_name[p.name])
-            )
+        answers, _ = gather_present(
+            participants, lambda p: p.local_k(lo, hi, m=spec.m, seed=by_name[p.name])
         )
+        local_k = tuple(answers)
+        left_out("while choosing its local K")
     sweep = run_sweep(
-        spec.algorithm, participants, spec.ks, total_count=known_total,
+        spec.algorithm, participants, spec.ks, total_count=rows,
         seed=sweep_stream, m=spec.m, eps=spec.eps,
         max_rounds=spec.max_rounds, gamma=spec.gamma, on_progress=on_progress,
         summation=summation,
     )
     stage("silhouette")
-    live, rows = _scored(participants, sweep, n)
+    live, n_rows = _scored(participants, sweep, rows)
     silhouette = []
     for entry in sweep.entries:
         centers = entry.result.centers
@@ -141,14 +179,17 @@ def run_job(
             task = msg.SilhouetteSumsTask(centers=msg.WireArray.of(centers))
             total, _ = summation.sum(live, task, msg.SilhouetteSumsReply, required=True)
             sums = [total.to_result()]
-        silhouette.append(validity.combine_silhouette(sums, rows))
+        silhouette.append(validity.combine_silhouette(sums, n_rows))
     return JobOutcome(
         sweep=sweep, silhouette=tuple(silhouette), local_k=local_k, mean=mean, scale=scale,
         secure_notes=tuple(summation.notes) if summation is not None else (),
+        notes=(*notes, *rows.notes),
     )
 
 
-def _scored(participants: Sequence[Any], sweep: SweepResult, n: int) -> tuple[list[Any], int]:
+def _scored(
+    participants: Sequence[Any], sweep: SweepResult, total_count: Callable[[], int]
+) -> tuple[list[Any], int]:
     """Who the silhouette is scored over and their N: everyone and ΣN_l, or after dropouts
     the participants left and the N of the sweep's last validation over them.
 
@@ -157,7 +198,7 @@ def _scored(participants: Sequence[Any], sweep: SweepResult, n: int) -> tuple[li
     """
     live = present(participants)
     if len(live) == len(participants):
-        return live, n
+        return live, total_count()
     left = sweep.survivors
     if left is None or set(left.names) != {p.name for p in live}:
         raise UnavailableError(
@@ -218,7 +259,7 @@ def result_document(
         k_selected=outcome.sweep.k_selected,
         k_elbow=outcome.sweep.k_elbow,
         sweep=entries,
-        notes=list(outcome.sweep.notes) + list(outcome.secure_notes) + withheld_notes,
+        notes=[*outcome.notes, *outcome.sweep.notes, *outcome.secure_notes, *withheld_notes],
         local_k=None if local is None else list(local),
         k_range_rule_of_thumb=None if local is None else choose_k.k_range_rule_of_thumb(local),
     )

@@ -34,7 +34,7 @@ from fedclust.coordinator.remote import RemoteParticipant, TaskChannel
 from fedclust.coordinator.result import RoundRecord
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.crypto.masking import IntegrityError
-from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.protocol.messages import JobCreate, ResultDocument
 
 __all__ = ["JobRunner"]
@@ -167,6 +167,8 @@ class JobRunner:
             self._fail(job_id, f"refused: {exc}")
         except TaskTimeoutError as exc:
             self._fail(job_id, f"timeout: {exc}")
+        except UnavailableError as exc:  # dropouts the job could not go on without
+            self._fail(job_id, f"participants unavailable: {exc}")
         except ProtocolError as exc:
             self._fail(job_id, f"protocol error: {exc}")
         except IntegrityError:

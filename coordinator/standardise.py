@@ -5,22 +5,38 @@ Round 1 collects Σx and Σx² (N = Σ_l N_l comes from the counting service) an
 default round 2 collects the same sums about that mean (``shift``), which removes the cancellation
 of the one-pass variance formula (see ``protocol.standardise``). Then each participant replaces its
 rows by their z-scores.
+
+Dropouts: a participant that does not answer a round has left the job, and the standardisation
+starts again over the participants left, with their ΣN (:class:`PresentRows`): the mean and
+scale are theirs alone. One that drops out while the scaling is applied leaves the others
+scaled by statistics that include its rows (they cannot be scaled twice). A refusal fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
+import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import gather_required
+from fedclust.coordinator._rounds import (
+    MIN_PROTECTED_MEMBERS,
+    gather_present,
+    gather_required,
+    present,
+    require_cohort,
+)
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.standardise import MomentSums, combine_moments
+from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.standardise import MomentSums, add_moments, combine_moments
 
-__all__ = ["StandardisingParticipant", "moment_sums", "standardise_federation"]
+__all__ = [
+    "PresentRows", "StandardisingParticipant", "moment_sums", "pooled_moments",
+    "standardise_federation",
+]
 
 
 class StandardisingParticipant(Protocol):
@@ -39,12 +55,129 @@ def moment_sums(
     shift: FloatArray | None = None,
     summation: Summation | None = None,
 ) -> list[MomentSums]:
-    """Every participant's moment sums (plain), or their one secure total (``summation``)."""
+    """The moment sums of the participants present (plain: each one's; protected: their one
+    total); a dropout or a refusal fails the round."""
+    live = present(participants)
     if summation is None:
-        return gather_required(participants, lambda p: p.moment_sums(shift=shift))
+        return gather_required(live, lambda p: p.moment_sums(shift=shift))
     task = msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
-    total, _ = summation.sum(participants, task, msg.MomentSumsReply, required=True)
+    total, _ = summation.sum(live, task, msg.MomentSumsReply, required=True)
     return [total.to_result()]
+
+
+def pooled_moments(
+    participants: Sequence[StandardisingParticipant],
+    shift: FloatArray | None = None,
+    summation: Summation | None = None,
+) -> tuple[MomentSums, tuple[str, ...]]:
+    """The total moment sums of the participants present and who contributed them.
+
+    The same procedure whatever the protection: ``summation`` sums them (its dropouts
+    recovered), or without one each participant's are collected and added. A participant
+    that does not answer drops out of the job and the round goes on without it.
+
+    Raises:
+        RefusedError: a participant present contributed nothing (a refusal).
+    """
+    live = present(participants)
+    if summation is None:
+        sums, names = gather_present(live, lambda p: p.moment_sums(shift=shift))
+        total = add_moments(sums)
+    else:
+        task = msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
+        reply, names = summation.sum(live, task, msg.MomentSumsReply)
+        total = reply.to_result()
+    missing = sorted({p.name for p in present(live)} - set(names))
+    if missing:
+        raise RefusedError(
+            f"participant(s) {', '.join(missing)} gave no moment sums without dropping out "
+            "(a refusal); every participant present must take part in standardisation"
+        )
+    return total, names
+
+
+class PresentRows:
+    """ΣN of the participants present (not dropped out): the N of a statistic pooled over them.
+
+    With everyone present it is the counting service's total (``total_count``), asked once.
+    After dropouts the N of those left comes from their own moment sums, never from a single
+    N_l: two rounds about the public shifts 0 and s (s = ``value_bound``, the bound on |x|,
+    in every column) give Σx − Σ(x − s) = N·s per column, the moment sums' "column of ones".
+    They are summed as every moment sum of the job (``summation``, or each participant's in
+    the clear under protection "none"), so the coordinator's procedure is the same whatever
+    the protection, and it learns ΣN only over the contributors of a sum, at least
+    ``minimum`` of them. |x − s| <= 2B keeps the sums within their declared encoding
+    (``coordinator.secure_sum``), and N·s stands far above their rounding (N is rounded to
+    the nearest integer). A dropout during these rounds repeats them over those left.
+
+    Disclosure: the rounds add N to the Σx and Σx² of those left, which standardising them
+    or the sweep's initial box reveals anyway. Once a total over more participants was
+    learned (the counting service's before a dropout), the two give the rows of those who
+    dropped out in between together, as FedFuzzDB's memberships after a dropout in the sweep
+    do; a note says so. Under protection "none" every participant's statistics travel in
+    the clear, and its N_l follows from them anyway (its FedFuzzDB memberships add up to it).
+
+    Raises (when called):
+        RefusedError: fewer than ``minimum`` participants are left after dropouts, or one
+            present refuses its moment sums.
+        ProtocolError: the moment sums give no positive N.
+        Whatever ``total_count`` raises (e.g. the counting service refusing a small cohort).
+    """
+
+    def __init__(
+        self,
+        participants: Sequence[Any],
+        total_count: Callable[[], int],
+        *,
+        value_bound: float,
+        summation: Summation | None = None,
+        minimum: int = MIN_PROTECTED_MEMBERS,
+    ) -> None:
+        self.value_bound = value_bound  # of the values the participants hold now
+        self.notes: list[str] = []
+        self._participants = list(participants)
+        self._total_count = total_count
+        self._summation = summation
+        self._minimum = minimum
+        self._known: dict[frozenset[str], int] = {}
+
+    def __call__(self) -> int:
+        while True:
+            live = require_cohort(self._participants, self._minimum)
+            names = frozenset(p.name for p in live)
+            if names in self._known:
+                return self._known[names]
+            if len(live) == len(self._participants):
+                self._known[names] = self._total_count()
+            else:
+                self._count(live)
+
+    def _count(self, live: Sequence[Any]) -> None:
+        """ΣN of the contributors of two moment rounds over ``live``, if they were the same."""
+        first, names = pooled_moments(live, None, self._summation)
+        shift = np.full(np.shape(first.sum), float(self.value_bound))
+        second, again = pooled_moments(live, shift, self._summation)
+        if set(names) != set(again):
+            return  # someone dropped out in between: the caller asks those left again
+        estimate = float(np.sum(first.sum - second.sum) / np.sum(shift))
+        if not estimate >= 0.5:
+            raise ProtocolError(
+                f"the moment sums of {', '.join(names)} about two shifts give no positive "
+                "number of rows: their contributions are inconsistent."
+            )
+        group = frozenset(names)
+        before = any(group < known for known in self._known)
+        self._known[group] = round(estimate)
+        self.notes.append(
+            f"ΣN of the participants left ({', '.join(sorted(group))}) from their moment sums "
+            "about two public shifts, not from the counting service"
+            + (
+                "; with a total over more participants learned before, the coordinator can "
+                "tell the rows of those who dropped out in between together."
+                if before
+                else "."
+            )
+        )
 
 
 def standardise_federation(
@@ -58,24 +191,39 @@ def standardise_federation(
 
     Args:
         participants: at least one participant, all with the same columns.
-        total_count: ΣN_l from the counting service.
+        total_count: ΣN_l of the participants present when it is called (the counting
+            service's total; after dropouts :class:`PresentRows`); asked before any
+            participant is.
         two_pass: also run the shifted second round (numerically stable variance). With
             False, one round of plain sums (relative error of the variance about
             N·ε·(1 + mean²/var); fine for data centred near 0).
         summation: sum the moments securely; None collects each participant's in the clear.
 
+    A participant that drops out of a round starts the standardisation again over those
+    left (module docstring).
+
     Raises:
         ValueError: no participants.
-        RefusedError: a participant refused a round (every participant must take part).
+        RefusedError: a participant refused a round (every participant present must take
+            part).
         ProtocolError: inconsistent contributions (different widths, or sums that do not
             fit ΣN_l).
         Whatever ``total_count`` raises (e.g. the counting service refusing a small cohort).
     """
     if len(participants) == 0:
         raise ValueError("standardise_federation needs at least one participant; got none.")
-    n = total_count()
-    mean, scale = combine_moments(moment_sums(participants, None, summation), n)
-    if two_pass:
-        mean, scale = combine_moments(moment_sums(participants, mean, summation), n)
-    gather_required(participants, lambda p: p.apply_standardisation(mean, scale))
-    return mean, scale
+    while True:
+        live = present(participants)
+        everyone = {p.name for p in live}
+        n = total_count()
+        total, names = pooled_moments(live, None, summation)
+        if set(names) != everyone:
+            continue  # a dropout: start again over those left
+        mean, scale = combine_moments([total], n)
+        if two_pass:
+            total, names = pooled_moments(live, mean, summation)
+            if set(names) != everyone:
+                continue
+            mean, scale = combine_moments([total], n)
+        gather_present(live, lambda p: p.apply_standardisation(mean, scale))  # noqa: B023
+        return mean, scale

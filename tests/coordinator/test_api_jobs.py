@@ -164,6 +164,21 @@ def test_timeout_fails_the_job_and_late_answers_are_409(tmp_path: Path) -> None:
         assert client.post(f"{API}/jobs/{job['id']}/cancel", headers=ANALYST).status_code == 409
 
 
+def test_every_participant_gone_after_the_declarations_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    counting = FakeCounting()
+    federation = Federation(blobs(), counting)
+    with running_app(tmp_path, counting, timeout=0.3) as client:
+        for name in NAMES:
+            enrol(client, name)
+        job = create_job(client)
+        with federation.agents(client, max_answers=1):  # the declaration, then silence
+            done = wait_for_state(client, job["id"], ("failed", "succeeded"), timeout=20)
+    assert done["state"] == "failed"
+    assert done["error"] == "participants unavailable: round 0: every participant has dropped out"
+
+
 def test_refusal_fails_the_job_with_its_reason(tmp_path: Path) -> None:
     counting = FakeCounting()
     federation = Federation(blobs(), counting)

@@ -1,46 +1,81 @@
 """A participant that stops answering mid-job: left out after one timeout, the job finishes.
 
 The job runs over :class:`RemoteParticipant` proxies and a loopback channel (every message in
-its JSON wire form); from some task on, one participant's tasks time out. It must be asked
-exactly once after it stopped (one timeout, not one per round), the later rounds and the
-validation run over the participants left, and the result must say so. The FedFuzzDB of a K
-validated after the dropout must equal the central index over the survivors' pooled rows.
+its JSON wire form, secure-sum stages answered by each participant's session); from some task
+on, one participant's tasks time out. It must be asked exactly once after it stopped (one
+timeout, not one per round), the later rounds and the validation run over the participants
+left, and the result must say so. The FedFuzzDB of a K validated after the dropout must equal
+the central index over the survivors' pooled rows. A dropout at the count or during
+standardisation gives the result of a job over the survivors alone, without the counting
+service's total; fewer than three left fails the job.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from fedclust.coordinator.broker import TaskTimeoutError
-from fedclust.coordinator.job import result_document, run_job
+from fedclust.coordinator.job import JobOutcome, result_document, run_job
 from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.coordinator.secure_sum import MaskedSummation
+from fedclust.crypto.masking import IdentityKey
+from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
+from fedclust.participant.secure import PeerPins, SecureSession
 from fedclust.protocol import messages as msg
+from fedclust.protocol.errors import RefusedError
 from fedclust.protocol.validity import soft_davies_bouldin
 from fedclust.simulate import CountingService
-from tests.coordinator.test_remote import LoopbackChannel
 
 NAMES = [f"org-{i}" for i in range(4)]
 GONE = "org-2"
+JOB = "job-1"
 
 
-class DroppingChannel(LoopbackChannel):
-    """A loopback channel on which ``who`` times out from its task ``after`` on."""
+class DroppingChannel:
+    """A loopback channel (tasks and replies through their JSON form) on which ``who`` times
+    out from its task ``after`` on; ``sessions`` answer the secure-sum stages."""
 
-    def __init__(self, locals_: dict[str, LocalParticipant], algorithm: msg.Algorithm,
-                 *, who: str, after: int) -> None:
-        super().__init__(locals_, algorithm)
+    def __init__(self, locals_: dict[str, LocalParticipant], algorithm: msg.AnyAlgorithm,
+                 *, who: str, after: int, sessions: dict[str, SecureSession] | None = None
+                 ) -> None:
+        self._locals, self._algorithm, self._sessions = locals_, algorithm, sessions or {}
         self.who, self.after = who, after
+        self._next: dict[str, int] = {}
         self.timeouts = 0
+        self.missed: list[msg.TaskSpec] = []  # the tasks that timed out
 
     def ask(self, participant: str, spec: msg.TaskSpec) -> msg.Reply:
-        if participant == self.who and self._next.get(participant, 0) >= self.after:
+        task_id = self._next.get(participant, 0)
+        if participant == self.who and task_id >= self.after:
             self.timeouts += 1
+            self.missed.append(spec)
             raise TaskTimeoutError(
                 f"participant {participant!r} did not answer task {self.after} within 1 s"
             )
-        return super().ask(participant, spec)
+        self._next[participant] = task_id + 1
+        task = msg.Task(job_id=JOB, task_id=task_id, algorithm=self._algorithm, spec=spec)
+        local = self._locals[participant]
+        reply = execute(local, msg.Task.model_validate_json(task.model_dump_json()),
+                        self._sessions.get(participant))
+        body = msg.Contribution(job_id=JOB, task_id=task_id, reply=reply).model_dump_json()
+        contribution = msg.Contribution.model_validate_json(body)
+        msg.check_reply(spec, contribution.reply, local.n_features)
+        return contribution.reply
+
+
+class Counter(CountingService):
+    """The in-process counting service, recording how often its total was released."""
+
+    released = 0
+
+    def total(self) -> int:
+        self.released += 1
+        return super().total()
 
 
 def _parts() -> list[np.ndarray]:
@@ -83,15 +118,124 @@ def test_a_silent_participant_is_left_out_after_one_timeout(
     assert all(e.simplified_silhouette is not None for e in doc.sweep)
 
 
-def test_a_dropout_before_the_count_fails_the_job_after_one_timeout() -> None:
-    counter = CountingService(NAMES)
-    locals_ = {
-        n: LocalParticipant(X, name=n, count_sink=counter.report)
-        for n, X in zip(NAMES, _parts(), strict=True)
-    }
-    channel = DroppingChannel(locals_, "ffcm", who=GONE, after=1)  # after the declaration
-    remotes = [RemoteParticipant(n, channel=channel, n_features=2) for n in NAMES]
-    spec = msg.JobCreate(algorithm="ffcm", participants=NAMES, k=2, protection="none")
-    with pytest.raises(TaskTimeoutError, match=f"participant '{GONE}' did not answer"):
-        run_job(remotes, spec, total_count=counter.total)
-    assert channel.timeouts == 1
+@dataclass(frozen=True)
+class Run:
+    """One job over the loopback channel: its outcome, result document, channel, counter."""
+
+    outcome: JobOutcome
+    doc: msg.ResultDocument
+    channel: DroppingChannel
+    counter: Counter
+
+
+def _job(
+    names: Sequence[str], spec: msg.JobCreate, *, who: str = GONE, after: int = 10**6
+) -> Run:
+    """Run ``spec`` over ``names`` (their parts of :func:`_parts`), ``who`` silent from task
+    ``after`` on."""
+    parts = dict(zip(NAMES, _parts(), strict=True))
+    counter = Counter(names)
+    locals_ = {n: LocalParticipant(parts[n], name=n, count_sink=counter.report) for n in names}
+    sessions = summation = None
+    if spec.protection == "masking":
+        keys = {n: IdentityKey.generate() for n in names}
+        sessions = {
+            n: SecureSession(p, participant_id=n, job_id=JOB, identity=keys[n], pins=PeerPins())
+            for n, p in locals_.items()
+        }
+        summation = MaskedSummation(
+            JOB, {n: k.public_bytes() for n, k in keys.items()}, concurrent=False
+        )
+    channel = DroppingChannel(locals_, spec.algorithm, who=who, after=after, sessions=sessions)
+    remotes = [RemoteParticipant(n, channel=channel, n_features=2) for n in names]
+    outcome = run_job(remotes, spec, total_count=counter.total, summation=summation)
+    return Run(outcome, result_document(outcome, spec), channel, counter)
+
+
+def _spec(names: Sequence[str], protection: msg.ProtectionScheme) -> msg.JobCreate:
+    return msg.JobCreate(algorithm="ffcm", participants=list(names), k_range=(2, 3), seed=3,
+                         standardise=True, protection=protection)
+
+
+# Tasks to one participant of a standardised masked job: 0 declare, 1 report_count, 2-3 key
+# setup, 4-5 moment sums (masked input, unmasking), 6-7 shifted moment sums, 8 apply; in the
+# clear: 0 declare, 1 report_count, 2 moment sums, 3 shifted moment sums, 4 apply.
+DROPS = {
+    ("none", "count"): 1, ("none", "moments"): 2, ("none", "shifted moments"): 3,
+    ("masking", "count"): 1, ("masking", "moments"): 4, ("masking", "shifted moments"): 6,
+}
+
+
+def _what(spec: msg.TaskSpec) -> tuple[str, str | None]:
+    """The kind of a task and, for a masked input, of the statistic summed."""
+    return spec.kind, spec.statistic.kind if isinstance(spec, msg.SecureInputTask) else None
+
+
+@pytest.mark.parametrize("protection", ["none", "masking"])
+@pytest.mark.parametrize("stage", ["count", "moments", "shifted moments"])
+def test_a_dropout_at_the_count_or_in_standardisation_gives_the_survivors_job(
+    protection: msg.ProtectionScheme, stage: str
+) -> None:
+    run = _job(NAMES, _spec(NAMES, protection), after=DROPS[protection, stage])
+    doc, channel, counter = run.doc, run.channel, run.counter
+
+    missed = _what(channel.missed[0])
+    expected: tuple[str, str | None] = (
+        ("report_count", None) if stage == "count"
+        else ("moment_sums", None) if protection == "none"
+        else ("secure_input", "moment_sums")
+    )
+    assert missed == expected and channel.timeouts == 1
+    assert any(n.startswith(f"participant '{GONE}' dropped out") for n in doc.notes), doc.notes
+    # The survivors' ΣN came from their own moment sums. After a dropout at the count the
+    # counting service released no total (it could not: a count is missing); else it did,
+    # once everyone had reported, and the note says what the two totals tell together.
+    left = [n for n in doc.notes if n.startswith("ΣN of the participants left (org-0, org-1, "
+                                                  "org-3) from their moment sums")]
+    assert len(left) == 1, doc.notes
+    assert counter.released == (0 if stage == "count" else 1)
+    assert ("the rows of those who dropped out in between together" in left[0]) == (
+        stage != "count"
+    )
+
+    survivors = [n for n in NAMES if n != GONE]
+    pooled = np.concatenate([X for n, X in zip(NAMES, _parts(), strict=True) if n != GONE])
+    assert run.outcome.mean is not None and run.outcome.scale is not None
+    np.testing.assert_allclose(run.outcome.mean, pooled.mean(axis=0), rtol=1e-9)
+    np.testing.assert_allclose(run.outcome.scale, pooled.std(axis=0), rtol=1e-9)
+    alone = _job(survivors, _spec(survivors, protection)).doc
+    assert doc.k_selected == alone.k_selected
+    for entry, reference in zip(doc.sweep, alone.sweep, strict=True):
+        np.testing.assert_allclose(np.array(entry.centers, dtype=np.float64),
+                                   np.array(reference.centers, dtype=np.float64), rtol=1e-9)
+        assert entry.fed_fuzzy_db == pytest.approx(reference.fed_fuzzy_db, rel=1e-9)
+        assert entry.simplified_silhouette == pytest.approx(reference.simplified_silhouette,
+                                                            rel=1e-9)
+
+
+def test_a_dropout_while_the_scaling_is_applied_leaves_the_others_scaled_by_everyone() -> None:
+    run = _job(NAMES, _spec(NAMES, "none"), after=4)
+
+    assert [s.kind for s in run.channel.missed] == ["apply_standardisation"]
+    assert any(n.startswith(f"participant '{GONE}' dropped out during standardisation")
+               for n in run.doc.notes), run.doc.notes
+    assert run.counter.released == 1  # the total over everyone, for everyone's moments
+    pooled = np.concatenate(_parts())  # the survivors cannot be scaled a second time
+    assert run.outcome.mean is not None and run.outcome.scale is not None
+    np.testing.assert_allclose(run.outcome.mean, pooled.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(run.outcome.scale, pooled.std(axis=0), rtol=1e-12)
+    assert all(e.simplified_silhouette is not None for e in run.doc.sweep)
+
+
+@pytest.mark.parametrize("protection", ["none", "masking"])
+def test_a_dropout_leaving_fewer_than_three_fails_the_job_in_one_line(
+    protection: msg.ProtectionScheme,
+) -> None:
+    names = NAMES[:3]
+    spec = msg.JobCreate(algorithm="ffcm", participants=names, k=2, protection=protection)
+    with pytest.raises(RefusedError) as info:
+        _job(names, spec, after=1)
+    assert str(info.value) == (
+        "only 2 participant(s) left after 'org-2' dropped out; a job goes on after dropouts "
+        "only with at least 3 participants"
+    )
