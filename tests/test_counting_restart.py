@@ -6,24 +6,35 @@ aggregate, so it is needed all through the job. The coordinator and the agents r
 process, the counting service as its own (``fedclust counter serve``). The coordinator waits
 out the outage (``CountingClient``: jittered backoff), the restarted service reads the job's
 key back from its database, and the job must give the uninterrupted (simulator's) result.
+
+Under masking (the default protection) the counting service is needed at the count stage
+only: the coordinator gives it the job's roster, the agents report their N_l to it and the
+coordinator asks for ΣN_l. There the service is down twice: not yet started when the job is
+submitted (the coordinator waits to hand over the roster), and killed while the agents report
+their counts (each agent retries its report) and started again after a few seconds on its
+database, which holds the roster.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 
+from fedclust.client import AnalystClient
 from fedclust.config_files import FederationFiles
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.messages import JobCreate, JobProgress
 from tests._servers import ServerThread
 from tests.test_e2e_http import (
     IDS,
@@ -103,5 +114,106 @@ def test_a_killed_counting_service_comes_back_and_the_job_gives_the_same_result(
         agents.stop()
         coordinator.stop()
         if counting.poll() is None:
+            counting.terminate()
+            counting.wait(timeout=10)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def _progress(client: AnalystClient, job_id: str) -> JobProgress | None:
+    """The job's progress (None before it starts); fails the test once the job has ended."""
+    job = client.job(job_id)
+    assert job.state in ("pending", "running"), job.error
+    return job.progress
+
+
+def _at(client: AnalystClient, job_id: str, stage: str, waiting_for: list[str]) -> bool:
+    progress = _progress(client, job_id)
+    return progress is not None and (progress.stage, progress.waiting_for) == (stage, waiting_for)
+
+
+def _reach(client: AnalystClient, job_id: str, stage: str, waiting_for: list[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not _at(client, job_id, stage, waiting_for):
+        assert time.monotonic() < deadline, f"the job did not reach {stage!r}"
+        time.sleep(0.02)
+
+
+def _hold(
+    client: AnalystClient, job_id: str, stage: str, waiting_for: list[str],
+    seen: Callable[[], bool],
+) -> None:
+    """The job stays at ``stage`` waiting for ``waiting_for`` for a second at least, and
+    until ``seen`` (that the outage was met) is true."""
+    start = time.monotonic()
+    while time.monotonic() < start + 1.0 or not seen():
+        assert _at(client, job_id, stage, waiting_for), _progress(client, job_id)
+        assert time.monotonic() < start + 60, "the outage was not met"
+        time.sleep(0.05)
+
+
+MASKED_SPECS: dict[str, dict[str, Any]] = {
+    "ffcm": {"k_range": (2, 3), "standardise": True, "max_rounds": 10},
+    "fedfcm": {"k_range": (2, 3), "local_k_range": (2, 3)},
+}
+
+
+@pytest.mark.parametrize("algorithm", sorted(MASKED_SPECS))
+def test_a_masking_job_waits_out_the_counting_service_at_its_count_stage(
+    tmp_path: Path, algorithm: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    files = write_files(tmp_path, coordinator_port=free_port(), counting_port=free_port())
+    log = tmp_path / "counting.log"
+    coordinator = ServerThread(
+        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
+        int(files.coordinator_url.rsplit(":", 1)[1]),
+    ).start()
+    agents = Agents(files).start()
+    client = client_of(files)
+    counting: subprocess.Popen[bytes] | None = None
+    try:
+        # The counting service is not started yet; the agents enrol and go offline until
+        # the job's roster is in, so that it can be down again before any count report.
+        client.wait_enrolled(list(IDS), timeout=60)
+        agents.stop()
+        spec = JobCreate.model_validate(
+            {"algorithm": algorithm, "participants": list(IDS), "seed": SEED}
+            | MASKED_SPECS[algorithm]
+        )
+        assert spec.protection == "masking"
+        job = client.submit(spec)
+
+        def warned(prefix: str) -> set[int | None]:
+            """The threads that logged ``prefix`` (a failed request to the service)."""
+            return {r.thread for r in caplog.records if r.getMessage().startswith(prefix)}
+
+        roster = f"the counting service at {files.counting_url}: PUT /jobs/{job.id}/roster"
+        _reach(client, job.id, "starting", [])
+        _hold(client, job.id, "starting", [], lambda: bool(warned(roster)))
+        counting = _start_counting(files, log)
+        _reach(client, job.id, "declaring", list(IDS))  # the roster is in
+        _kill(counting)
+        agents = Agents(files).start()
+        _reach(client, job.id, "counting", list(IDS))
+        report = f"count report of job {job.id} to "
+        _hold(client, job.id, "counting", list(IDS), lambda: len(warned(report)) == len(IDS))
+        counting = _start_counting(files, log)  # on its database, which holds the roster
+        job = client.follow(job.id, poll=0.05, timeout=120)
+        assert job.state == "succeeded", f"{job.error}; log:\n{log.read_text()[-2000:]}"
+        got, want = client.result(job.id), simulated(spec)
+        assert got.k_selected == want.k_selected
+        for g, w in zip(got.sweep, want.sweep, strict=True):
+            assert (g.k, g.rounds) == (w.k, w.rounds)
+            assert g.fed_fuzzy_db == pytest.approx(w.fed_fuzzy_db, rel=1e-12, abs=1e-12)
+            np.testing.assert_allclose(_centers(g), _centers(w), rtol=1e-12, atol=1e-12)
+    finally:
+        client.close()
+        agents.stop()
+        coordinator.stop()
+        if counting is not None and counting.poll() is None:
             counting.terminate()
             counting.wait(timeout=10)
