@@ -9,9 +9,11 @@ passes over the block in place. The matrix products stay with BLAS.
 The maths is that of :mod:`protocol._fuzzy` (Bezdek eq. 11.3a): u_ij = r_ij / Σ_k r_ik with
 r = 1/d2 for m = 2 (a point whose Σ_k r_ik overflows is first divided by its largest r) and
 r = (min_k d2_ik / d2_ij)^(1/(m-1)) otherwise; d2 is clipped below at the smallest positive
-float. Sums over a block's rows may be reassociated by the compiler (``reassoc``), so a
-block's partial sums can differ from numpy's in the last bits; they are the same on every
-call on one machine, whatever the chunking (blocks are fixed).
+float. A NaN (distances that overflow) stays NaN, as in numpy: the statistic comes out
+non-finite and is refused, instead of the point silently getting a membership of 1. Sums over
+a block's rows may be reassociated by the compiler (``reassoc``), so a block's partial sums
+can differ from numpy's in the last bits; they are the same on every call on one machine,
+whatever the chunking (blocks are fixed).
 
 Compiled on first use and cached beside this file (``cache=True``); ``nogil``, so blocks and
 agents' threads run in parallel.
@@ -39,7 +41,7 @@ def _memberships(d: FloatArray, nb: FloatArray, sq: FloatArray, m: float) -> Non
             c = sq[i]
             for j in range(n_rows):
                 v = d[i, j] + nb[j] + c
-                r = 1.0 / (v if v > _TINY else _TINY)
+                r = 1.0 / (_TINY if v < _TINY else v)  # NaN stays NaN
                 d[i, j] = r
                 total[j] += r
     else:
@@ -48,7 +50,7 @@ def _memberships(d: FloatArray, nb: FloatArray, sq: FloatArray, m: float) -> Non
             c = sq[i]
             for j in range(n_rows):
                 v = d[i, j] + nb[j] + c
-                v = v if v > _TINY else _TINY
+                v = _TINY if v < _TINY else v
                 d[i, j] = v
                 low[j] = min(low[j], v)
         e = 1.0 / (m - 1.0)

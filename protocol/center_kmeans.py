@@ -535,12 +535,17 @@ def _perturbed(
     """Iterated local search: Lloyd from ``copies`` perturbations of the best clustering
     (each center moved by N(0, (0.5 σ_k)²) per coordinate, σ_k its cluster's spread, and kept
     within the centers' bounding box so every distance stays within the declared bounds);
-    keep an improvement, stop after ``patience`` rounds without one."""
+    keep an improvement, stop after ``patience`` rounds without one. An empty cluster has no
+    spread: its center gets no noise."""
     failures = 0
     K, D = best.centers.shape
     while failures < patience:
         scatter, _ = run.scatter(best.centers[None])
-        spread = np.sqrt(np.trace(scatter[0], axis1=1, axis2=2) / (best.weights * D))
+        filled = best.weights > 0.0
+        spread = np.sqrt(np.divide(
+            np.trace(scatter[0], axis1=1, axis2=2), best.weights * D,
+            out=np.zeros(K), where=filled,
+        ))
         noise = rng.standard_normal((copies, K, D)) * (_PERTURBATION * spread)[None, :, None]
         low, high = best.centers.min(axis=0), best.centers.max(axis=0)
         moved = _states(*run.lloyd(np.clip(best.centers + noise, low, high)), keep=1)

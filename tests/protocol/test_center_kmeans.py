@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 
+from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.center_kmeans import (
+    CenterScatter,
     CenterSums,
     LocalPoints,
     PointsOracle,
+    _perturbed,
+    _Run,
+    _State,
     add_center_sums,
     center_kmeans,
     check_starts,
@@ -116,6 +121,31 @@ def test_fewer_distinct_points_than_k_reports_only_supported_centers() -> None:
     np.testing.assert_array_equal(
         found.contributors[np.argsort(found.centers[:, 0])], [1, 2]
     )
+
+
+class _CheckedOracle(PointsOracle):
+    """Refuses non-finite centers, as every participant does (``check_starts``)."""
+
+    def center_sums(self, starts: FloatArray) -> CenterSums:
+        assert np.isfinite(starts).all(), "non-finite centers were sent"
+        return super().center_sums(starts)
+
+    def center_scatter(self, centers: FloatArray) -> CenterScatter:
+        assert np.isfinite(centers).all(), "non-finite centers were sent"
+        return super().center_scatter(centers)
+
+
+def test_perturbing_a_clustering_with_an_empty_cluster_sends_finite_centers() -> None:
+    # Two coincident centers: ties go to the first, the second is empty; its spread (0/0)
+    # once made the perturbations send NaN centers to the participants.
+    a = LocalPoints(np.array([[0.0], [1.0], [10.0], [11.0]]), np.ones(4))
+    run = _Run(_CheckedOracle([a]), max_iter=300)
+    found, total = run.lloyd(np.array([[[0.5], [0.5], [10.5]]]))
+    best = _State(found[0], total)
+    assert best.weights[1] == 0.0
+    kept = _perturbed(run, best, 8, 3, np.random.default_rng(0))
+    assert np.isfinite(kept.centers).all()
+    assert kept.inertia <= best.inertia
 
 
 def test_contributors_count_parties_not_points() -> None:

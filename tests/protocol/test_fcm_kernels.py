@@ -87,3 +87,11 @@ def test_block_statistics_equal_numpy_and_are_repeatable() -> None:
         np.testing.assert_array_equal(step_sum, u_sum)
         np.testing.assert_array_equal(step_ws, ws)
         np.testing.assert_allclose(Ub, U, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("m", [2.0, 1.5])
+def test_a_nan_distance_stays_nan(m: float) -> None:
+    d = np.array([[1.0, np.nan], [2.0, 3.0]])  # column 1: an overflowed distance
+    memberships_inplace(d, np.zeros(2), np.zeros(2), m)
+    assert np.isfinite(d[:, 0]).all()
+    assert np.isnan(d[:, 1]).all()  # refused downstream as non-finite, never a membership of 1
