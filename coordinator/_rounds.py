@@ -6,9 +6,8 @@ and the network service differ only in the participant objects handed to it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -197,25 +196,6 @@ def _ask_all(
 
     if len(participants) <= 1:
         return [one(i, p) for i, p in participants]
-    futures = [_asking_pool().submit(one, i, p) for i, p in participants]
-    try:
+    with ThreadPoolExecutor(max_workers=min(len(participants), 64)) as pool:
+        futures = [pool.submit(one, i, p) for i, p in participants]
         return [f.result() for f in futures]
-    finally:
-        wait(futures)  # an unexpected error leaves no ask running behind it
-
-
-#: Asks in flight at once per asking thread.
-_ASK_THREADS = 64
-_pools = threading.local()
-
-
-def _asking_pool() -> ThreadPoolExecutor:
-    """The calling thread's pool for :func:`_ask_all`, kept across its rounds: a job's rounds
-    reuse its threads instead of starting and joining new ones every round. Per thread, so
-    jobs never wait for each other's asks and an ask that asks in turn (on a pool thread)
-    gets a pool of its own; it goes when its thread ends."""
-    pool: ThreadPoolExecutor | None = getattr(_pools, "pool", None)
-    if pool is None:
-        pool = ThreadPoolExecutor(max_workers=_ASK_THREADS, thread_name_prefix="fedclust-ask")
-        _pools.pool = pool
-    return pool
