@@ -50,6 +50,10 @@ class StandardisingParticipant(Protocol):
     def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None: ...
 
 
+def _moments_task(shift: FloatArray | None) -> msg.MomentSumsTask:
+    return msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
+
+
 def moment_sums(
     participants: Sequence[StandardisingParticipant],
     shift: FloatArray | None = None,
@@ -60,8 +64,7 @@ def moment_sums(
     live = present(participants)
     if summation is None:
         return gather_required(live, lambda p: p.moment_sums(shift=shift))
-    task = msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
-    total, _ = summation.sum(live, task, msg.MomentSumsReply, required=True)
+    total, _ = summation.sum(live, _moments_task(shift), msg.MomentSumsReply, required=True)
     return [total.to_result()]
 
 
@@ -84,8 +87,7 @@ def pooled_moments(
         sums, names = gather_present(live, lambda p: p.moment_sums(shift=shift))
         total = add_moments(sums)
     else:
-        task = msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
-        reply, names = summation.sum(live, task, msg.MomentSumsReply)
+        reply, names = summation.sum(live, _moments_task(shift), msg.MomentSumsReply)
         total = reply.to_result()
     missing = sorted({p.name for p in present(live)} - set(names))
     if missing:

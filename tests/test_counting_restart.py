@@ -67,6 +67,34 @@ def _start_counting(files: FederationFiles, log: Path) -> subprocess.Popen[bytes
         time.sleep(0.1)
 
 
+def _start_coordinator(files: FederationFiles) -> ServerThread:
+    return ServerThread(
+        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
+        int(files.coordinator_url.rsplit(":", 1)[1]),
+    ).start()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _assert_simulated(client: AnalystClient, job_id: str, spec: JobCreate, rtol: float) -> None:
+    """The job's result is the simulator's: the same K, rounds, FedFuzzDB and centers."""
+    got, want = client.result(job_id), simulated(spec)
+    assert got.k_selected == want.k_selected
+    for g, w in zip(got.sweep, want.sweep, strict=True):
+        assert (g.k, g.rounds) == (w.k, w.rounds)
+        assert g.fed_fuzzy_db == pytest.approx(w.fed_fuzzy_db, rel=rtol, abs=1e-12)
+        np.testing.assert_allclose(_centers(g), _centers(w), rtol=rtol, atol=1e-12)
+
+
 @pytest.mark.parametrize("algorithm", ["ffcm", "fkm"])
 def test_a_killed_counting_service_comes_back_and_the_job_gives_the_same_result(
     tmp_path: Path, algorithm: str
@@ -74,10 +102,7 @@ def test_a_killed_counting_service_comes_back_and_the_job_gives_the_same_result(
     files = write_files(tmp_path, coordinator_port=free_port(), counting_port=free_port())
     log = tmp_path / "counting.log"
     counting = _start_counting(files, log)
-    coordinator = ServerThread(
-        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
-        int(files.coordinator_url.rsplit(":", 1)[1]),
-    ).start()
+    coordinator = _start_coordinator(files)
     agents = Agents(files).start()
     client = client_of(files)
     try:
@@ -96,31 +121,18 @@ def test_a_killed_counting_service_comes_back_and_the_job_gives_the_same_result(
                 break
             assert time.monotonic() < deadline, "the job did not reach its first round"
             time.sleep(0.02)
-        counting.send_signal(signal.SIGKILL)
-        counting.wait(timeout=10)
+        _kill(counting)
         assert client.job(job.id).state == "running", "killed too late to test anything"
         time.sleep(1.0)  # an outage, not just a restart
         counting = _start_counting(files, log)
         job = client.follow(job.id, poll=0.05, timeout=180)
         assert job.state == "succeeded", f"{job.error}; log:\n{log.read_text()[-2000:]}"
-        got, want = client.result(job.id), simulated(spec)
-        assert got.k_selected == want.k_selected
-        for g, w in zip(got.sweep, want.sweep, strict=True):
-            assert g.k == w.k and g.rounds == w.rounds
-            assert g.fed_fuzzy_db == pytest.approx(w.fed_fuzzy_db, rel=1e-9, abs=1e-12)
-            np.testing.assert_allclose(_centers(g), _centers(w), rtol=1e-9, atol=1e-12)
+        _assert_simulated(client, job.id, spec, rtol=1e-9)
     finally:
         client.close()
         agents.stop()
         coordinator.stop()
-        if counting.poll() is None:
-            counting.terminate()
-            counting.wait(timeout=10)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
+        _stop(counting)
 
 
 def _progress(client: AnalystClient, job_id: str) -> JobProgress | None:
@@ -168,10 +180,7 @@ def test_a_masking_job_waits_out_the_counting_service_at_its_count_stage(
     caplog.set_level(logging.WARNING)
     files = write_files(tmp_path, coordinator_port=free_port(), counting_port=free_port())
     log = tmp_path / "counting.log"
-    coordinator = ServerThread(
-        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
-        int(files.coordinator_url.rsplit(":", 1)[1]),
-    ).start()
+    coordinator = _start_coordinator(files)
     agents = Agents(files).start()
     client = client_of(files)
     counting: subprocess.Popen[bytes] | None = None
@@ -204,16 +213,10 @@ def test_a_masking_job_waits_out_the_counting_service_at_its_count_stage(
         counting = _start_counting(files, log)  # on its database, which holds the roster
         job = client.follow(job.id, poll=0.05, timeout=120)
         assert job.state == "succeeded", f"{job.error}; log:\n{log.read_text()[-2000:]}"
-        got, want = client.result(job.id), simulated(spec)
-        assert got.k_selected == want.k_selected
-        for g, w in zip(got.sweep, want.sweep, strict=True):
-            assert (g.k, g.rounds) == (w.k, w.rounds)
-            assert g.fed_fuzzy_db == pytest.approx(w.fed_fuzzy_db, rel=1e-12, abs=1e-12)
-            np.testing.assert_allclose(_centers(g), _centers(w), rtol=1e-12, atol=1e-12)
+        _assert_simulated(client, job.id, spec, rtol=1e-12)
     finally:
         client.close()
         agents.stop()
         coordinator.stop()
-        if counting is not None and counting.poll() is None:
-            counting.terminate()
-            counting.wait(timeout=10)
+        if counting is not None:
+            _stop(counting)
