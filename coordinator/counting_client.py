@@ -49,10 +49,11 @@ class DecryptionRefusedError(CountingError, RefusedError):
 class CountingClient:
     """``PUT /jobs/{id}/roster`` and ``GET /jobs/{id}/total`` with the coordinator's token.
 
-    An outage of the service (no connection, or 502/503/504 to a GET or PUT) is waited out
-    for up to ``outage_seconds``, retrying with jittered exponential backoff from
-    ``retry_delay`` (at most 10 s apart), so a restarting counting service does not fail
-    the jobs that need it; a POST (a decryption) is retried only when it could not be sent.
+    An outage of the service (no connection, a connection lost mid-request, or 502/503/504)
+    is waited out for up to ``outage_seconds``, retrying with jittered exponential backoff
+    from ``retry_delay`` (at most 10 s apart), so a restarting counting service does not fail
+    the jobs that need it. Every request is safe to repeat: rosters and credentials are PUT,
+    and the key holder answers the very same decryption request again (nothing new).
     """
 
     def __init__(
@@ -89,17 +90,10 @@ class CountingClient:
         while True:
             try:
                 response = self._client.request(method, path, json=json)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent
-                problem = type(exc).__name__
             except httpx.TransportError as exc:
-                if method == "POST":
-                    raise CountingError(
-                        f"the counting service at {self._base} did not answer "
-                        f"({type(exc).__name__})"
-                    ) from None
                 problem = type(exc).__name__
             else:
-                if response.status_code not in _UNAVAILABLE or method == "POST":
+                if response.status_code not in _UNAVAILABLE:
                     return response
                 problem = f"HTTP {response.status_code}"
             wait = delay * _JITTER.uniform(0.5, 1.0)
