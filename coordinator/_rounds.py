@@ -162,7 +162,11 @@ class Gatherer:
                 raise RefusedError(
                     f"round {round_number}: every participant asked refused; last reason: {last}"
                 )
-            raise UnavailableError(f"round {round_number}: every participant has dropped out")
+            where = f"round {round_number}: " if round_number else ""
+            raise UnavailableError(
+                f"{where}every participant has dropped out"
+                + (f" (the last: {last})" if last is not None else "")
+            )
         return answers, tuple(names)
 
 

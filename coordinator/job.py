@@ -10,7 +10,7 @@ A job (:class:`protocol.messages.JobCreate`) runs these stages through the parti
 4. the K sweep of the chosen algorithm, scored by FedFuzzDB (``coordinator.sweep``);
 5. the simplified silhouette of every K's centers.
 
-A participant that does not answer a task in time drops out of the job, from stage 1 on: the
+A participant that does not answer a task in time drops out of the job, at any stage: the
 job goes on over the participants left while at least
 :data:`~coordinator._rounds.MIN_PROTECTED_MEMBERS` are (else it fails saying so), and the
 result's notes name who dropped out and when. The counting service's ΣN_l is asked once
@@ -113,10 +113,6 @@ def run_job(
         if on_progress is not None:
             on_progress(name, None, None)
 
-    stage("declaring")
-    bounds = declare_job(participants, spec, n_features=participants[0].n_features)
-    if summation is not None:
-        summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
     notes: list[str] = []
     noted: set[str] = set()
 
@@ -131,6 +127,12 @@ def run_job(
                     "on without it"
                 )
         require_cohort(participants)
+
+    stage("declaring")
+    bounds = declare_job(participants, spec, n_features=participants[0].n_features)
+    left_out("at the declaration")
+    if summation is not None:
+        summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
 
     stage("counting")
     gather_present(participants, lambda p: p.report_count())

@@ -23,7 +23,6 @@ from numpy.typing import ArrayLike
 from fedclust.coordinator._rounds import (
     MIN_PROTECTED_MEMBERS,
     gather_present,
-    gather_required,
     present,
     require_cohort,
 )
@@ -33,10 +32,7 @@ from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.errors import ProtocolError, RefusedError
 from fedclust.protocol.standardise import MomentSums, add_moments, combine_moments
 
-__all__ = [
-    "PresentRows", "StandardisingParticipant", "moment_sums", "pooled_moments",
-    "standardise_federation",
-]
+__all__ = ["PresentRows", "StandardisingParticipant", "pooled_moments", "standardise_federation"]
 
 
 class StandardisingParticipant(Protocol):
@@ -52,20 +48,6 @@ class StandardisingParticipant(Protocol):
 
 def _moments_task(shift: FloatArray | None) -> msg.MomentSumsTask:
     return msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
-
-
-def moment_sums(
-    participants: Sequence[StandardisingParticipant],
-    shift: FloatArray | None = None,
-    summation: Summation | None = None,
-) -> list[MomentSums]:
-    """The moment sums of the participants present (plain: each one's; protected: their one
-    total); a dropout or a refusal fails the round."""
-    live = present(participants)
-    if summation is None:
-        return gather_required(live, lambda p: p.moment_sums(shift=shift))
-    total, _ = summation.sum(live, _moments_task(shift), msg.MomentSumsReply, required=True)
-    return [total.to_result()]
 
 
 def pooled_moments(

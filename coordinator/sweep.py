@@ -23,13 +23,13 @@ from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
-from fedclust.coordinator._rounds import gather_required, present
+from fedclust.coordinator._rounds import dropped, gather_required, present
 from fedclust.coordinator.exact_fcm import run_exact_fcm
 from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.coordinator.fedfcm import run_fedfcm
 from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.coordinator.standardise import moment_sums
+from fedclust.coordinator.standardise import pooled_moments
 from fedclust.protocol import choose_k, standardise, validity
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray, check_int, rng_from
@@ -95,11 +95,22 @@ class SweepResult:
 
 
 def moment_box(
-    participants: Sequence[Any], total_count: int, summation: Summation | None = None
+    participants: Sequence[Any],
+    total_count: Callable[[], int],
+    summation: Summation | None = None,
 ) -> tuple[FloatArray, FloatArray]:
-    """The pooled data's per-feature mean and standard deviation, from summed moments."""
-    sums = moment_sums(participants, None, summation)
-    return standardise.combine_moments(sums, total_count)
+    """The per-feature mean and standard deviation of the rows of the participants present,
+    from their summed moments; ``total_count`` gives their ΣN (``standardise.PresentRows``).
+
+    A participant that does not answer drops out of the job and the moments are summed again
+    over those left (a refusal fails, :func:`standardise.pooled_moments`).
+    """
+    while True:
+        live = present(participants)
+        n = total_count()
+        total, names = pooled_moments(live, None, summation)
+        if set(names) == {p.name for p in live}:
+            return standardise.combine_moments([total], n)
 
 
 def initial_centers(
@@ -241,13 +252,18 @@ def run_sweep(
     for k in ks:
         check_int(k, name="k", owner="run_sweep", low=2)
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    box = (
-        moment_box(participants, total_count(), summation)
-        if algorithm in _FUZZY_INIT
-        else None
-    )
     entries = []
     notes: list[str] = []
+    box = None
+    if algorithm in _FUZZY_INIT:
+        before = present(participants)
+        box = moment_box(participants, total_count, summation)
+        notes.extend(
+            f"participant {p.name!r} dropped out while the initial centers' box was summed "
+            f"({dropped(p)}); the sweep went on without it"
+            for p in before
+            if dropped(p) is not None
+        )
     survivors: Survivors | None = None
     for k, stream in zip(ks, root.spawn(len(ks)), strict=True):
         init_stream, algorithm_stream = (np.random.default_rng(s) for s in stream.spawn(2))

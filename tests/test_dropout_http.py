@@ -3,18 +3,23 @@
 Four organisations, the coordinator and counting service on real sockets, a short task
 timeout. When the sweep reaches its second K, one agent stops answering. The coordinator
 must wait for it once (one task timeout), recover that secure sum without it, leave it out
-of every later sum and of the validation, and finish the job, saying so in the result.
+of every later sum and of the validation, and finish the job, saying so in the result. An
+agent down when a job is submitted drops out at the declaration, after one task timeout.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fedclust.client import AnalystClient
 from fedclust.config_files import write_federation
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
@@ -31,7 +36,16 @@ GONE = "org-d"
 TIMEOUT = 3.0
 
 
-def test_a_participant_gone_mid_job_is_left_out_and_the_job_finishes(tmp_path: Path) -> None:
+@dataclass
+class Federation:
+    """Four agents (each with its stop event), the two services and an analyst client."""
+
+    stops: dict[str, threading.Event]
+    client: AnalystClient
+
+
+@contextmanager
+def _federation(tmp_path: Path) -> Iterator[Federation]:
     rng = np.random.default_rng(8)
     data = {}
     for i, pid in enumerate(IDS):
@@ -62,6 +76,20 @@ def test_a_participant_gone_mid_job_is_left_out_and_the_job_finishes(tmp_path: P
     client = client_of(files)
     try:
         client.wait_enrolled(list(IDS), timeout=60)
+        yield Federation(stops, client)
+    finally:
+        client.close()
+        for stop in stops.values():
+            stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+        coordinator.stop()
+        counting.stop()
+
+
+def test_a_participant_gone_mid_job_is_left_out_and_the_job_finishes(tmp_path: Path) -> None:
+    with _federation(tmp_path) as federation:
+        client = federation.client
         spec = JobCreate(algorithm="ffcm", participants=list(IDS), k_range=(2, 4), seed=2,
                          max_rounds=20)
         job = client.submit(spec)
@@ -74,7 +102,7 @@ def test_a_participant_gone_mid_job_is_left_out_and_the_job_finishes(tmp_path: P
                 break
             assert time.monotonic() < deadline, "the job did not reach K = 3"
             time.sleep(0.02)
-        stops[GONE].set()
+        federation.stops[GONE].set()
         stopped = time.monotonic()
         job = client.follow(job.id, poll=0.1, timeout=120)
         took = time.monotonic() - stopped
@@ -88,14 +116,28 @@ def test_a_participant_gone_mid_job_is_left_out_and_the_job_finishes(tmp_path: P
         # Waited for the gone agent about once, not once per later round (K = 3, 4: dozens).
         rounds_after = sum(e.rounds for e in doc.sweep if e.k >= 3)
         assert rounds_after > 3 and took < 4 * TIMEOUT + 15, (took, rounds_after)
-    finally:
-        client.close()
-        for stop in stops.values():
-            stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-        coordinator.stop()
-        counting.stop()
+
+
+@pytest.mark.parametrize("algorithm", ["ffcm", "fedfcm"])
+def test_a_participant_down_when_the_job_starts_drops_out_at_the_declaration(
+    tmp_path: Path, algorithm: str
+) -> None:
+    """A member's node is down when the job is submitted: after one task timeout at the
+    declaration the masked job goes on over the other three."""
+    with _federation(tmp_path) as federation:
+        client = federation.client
+        federation.stops[GONE].set()
+        spec = JobCreate(algorithm=algorithm, participants=list(IDS), k_range=(2, 3), seed=2,
+                         max_rounds=20)
+        assert spec.protection == "masking"
+        job = client.follow(client.submit(spec).id, poll=0.1, timeout=120)
+        assert job.state == "succeeded", job.error
+        doc = client.result(job.id)
+        assert any(n.startswith(f"participant '{GONE}' dropped out at the declaration")
+                   for n in doc.notes), doc.notes
+        assert any(n.startswith("ΣN of the participants left (org-a, org-b, org-c)")
+                   for n in doc.notes), doc.notes
+        assert [e.k for e in doc.sweep] == [2, 3]
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,9 @@ its JSON wire form, secure-sum stages answered by each participant's session); f
 on, one participant's tasks time out. It must be asked exactly once after it stopped (one
 timeout, not one per round), the later rounds and the validation run over the participants
 left, and the result must say so. The FedFuzzDB of a K validated after the dropout must equal
-the central index over the survivors' pooled rows. A dropout at the count or during
-standardisation gives the result of a job over the survivors alone, without the counting
-service's total; fewer than three left fails the job.
+the central index over the survivors' pooled rows. A dropout at the declaration, the count,
+during standardisation or in the sweep's initial box gives the result of a job over the
+survivors alone, without the counting service's total; fewer than three left fails the job.
 """
 
 from __future__ import annotations
@@ -152,17 +152,22 @@ def _job(
     return Run(outcome, result_document(outcome, spec), channel, counter)
 
 
-def _spec(names: Sequence[str], protection: msg.ProtectionScheme) -> msg.JobCreate:
+def _spec(
+    names: Sequence[str], protection: msg.ProtectionScheme, *, standardise: bool = True
+) -> msg.JobCreate:
     return msg.JobCreate(algorithm="ffcm", participants=list(names), k_range=(2, 3), seed=3,
-                         standardise=True, protection=protection)
+                         standardise=standardise, protection=protection)
 
 
 # Tasks to one participant of a standardised masked job: 0 declare, 1 report_count, 2-3 key
 # setup, 4-5 moment sums (masked input, unmasking), 6-7 shifted moment sums, 8 apply; in the
-# clear: 0 declare, 1 report_count, 2 moment sums, 3 shifted moment sums, 4 apply.
+# clear: 0 declare, 1 report_count, 2 moment sums, 3 shifted moment sums, 4 apply. Without
+# standardisation the moment sums after the count are the sweep's initial box ("box").
 DROPS = {
-    ("none", "count"): 1, ("none", "moments"): 2, ("none", "shifted moments"): 3,
-    ("masking", "count"): 1, ("masking", "moments"): 4, ("masking", "shifted moments"): 6,
+    ("none", "declaration"): 0, ("none", "count"): 1, ("none", "moments"): 2,
+    ("none", "shifted moments"): 3, ("none", "box"): 2,
+    ("masking", "declaration"): 0, ("masking", "count"): 1, ("masking", "moments"): 4,
+    ("masking", "shifted moments"): 6, ("masking", "box"): 4,
 }
 
 
@@ -172,38 +177,46 @@ def _what(spec: msg.TaskSpec) -> tuple[str, str | None]:
 
 
 @pytest.mark.parametrize("protection", ["none", "masking"])
-@pytest.mark.parametrize("stage", ["count", "moments", "shifted moments"])
-def test_a_dropout_at_the_count_or_in_standardisation_gives_the_survivors_job(
+@pytest.mark.parametrize("stage", ["declaration", "count", "moments", "shifted moments", "box"])
+def test_a_dropout_before_the_sweep_gives_the_survivors_job(
     protection: msg.ProtectionScheme, stage: str
 ) -> None:
-    run = _job(NAMES, _spec(NAMES, protection), after=DROPS[protection, stage])
+    """At the declaration, the count, either standardisation round, or (unstandardised) the
+    sweep's initial box: the job is that of the survivors alone."""
+    standardise = stage != "box"
+    run = _job(NAMES, _spec(NAMES, protection, standardise=standardise),
+               after=DROPS[protection, stage])
     doc, channel, counter = run.doc, run.channel, run.counter
 
     missed = _what(channel.missed[0])
     expected: tuple[str, str | None] = (
-        ("report_count", None) if stage == "count"
+        ("declare", None) if stage == "declaration"
+        else ("report_count", None) if stage == "count"
         else ("moment_sums", None) if protection == "none"
         else ("secure_input", "moment_sums")
     )
     assert missed == expected and channel.timeouts == 1
     assert any(n.startswith(f"participant '{GONE}' dropped out") for n in doc.notes), doc.notes
-    # The survivors' ΣN came from their own moment sums. After a dropout at the count the
-    # counting service released no total (it could not: a count is missing); else it did,
-    # once everyone had reported, and the note says what the two totals tell together.
+    # The survivors' ΣN came from their own moment sums. After a dropout at the declaration
+    # or the count the counting service released no total (it could not: a count is
+    # missing); else it did, once everyone had reported, and the note says what the two
+    # totals tell together.
     left = [n for n in doc.notes if n.startswith("ΣN of the participants left (org-0, org-1, "
                                                   "org-3) from their moment sums")]
     assert len(left) == 1, doc.notes
-    assert counter.released == (0 if stage == "count" else 1)
+    before_count = stage in ("declaration", "count")
+    assert counter.released == (0 if before_count else 1)
     assert ("the rows of those who dropped out in between together" in left[0]) == (
-        stage != "count"
+        not before_count
     )
 
     survivors = [n for n in NAMES if n != GONE]
-    pooled = np.concatenate([X for n, X in zip(NAMES, _parts(), strict=True) if n != GONE])
-    assert run.outcome.mean is not None and run.outcome.scale is not None
-    np.testing.assert_allclose(run.outcome.mean, pooled.mean(axis=0), rtol=1e-9)
-    np.testing.assert_allclose(run.outcome.scale, pooled.std(axis=0), rtol=1e-9)
-    alone = _job(survivors, _spec(survivors, protection)).doc
+    if standardise:
+        pooled = np.concatenate([X for n, X in zip(NAMES, _parts(), strict=True) if n != GONE])
+        assert run.outcome.mean is not None and run.outcome.scale is not None
+        np.testing.assert_allclose(run.outcome.mean, pooled.mean(axis=0), rtol=1e-9)
+        np.testing.assert_allclose(run.outcome.scale, pooled.std(axis=0), rtol=1e-9)
+    alone = _job(survivors, _spec(survivors, protection, standardise=standardise)).doc
     assert doc.k_selected == alone.k_selected
     for entry, reference in zip(doc.sweep, alone.sweep, strict=True):
         np.testing.assert_allclose(np.array(entry.centers, dtype=np.float64),

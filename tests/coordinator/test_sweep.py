@@ -18,7 +18,7 @@ def parts(seed: int = 0) -> list[LocalParticipant]:
 def test_moment_box_is_the_pooled_mean_and_std() -> None:
     ps = parts()
     pooled = np.vstack([p.rows.in_memory().X for p in ps])
-    mean, scale = moment_box(ps, total_count=200)
+    mean, scale = moment_box(ps, total_count=lambda: 200)
     np.testing.assert_allclose(mean, pooled.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(scale, pooled.std(axis=0), rtol=1e-12)
 
