@@ -13,12 +13,21 @@ With ``--http`` the coordinator's own CPU time per round (user + system, from /p
 same difference) is printed too: what the service itself costs, whatever the agents and the
 shared machine add.
 
+The reference measured in the same run, ``floor`` (:mod:`benchmarks._floor`): the web
+framework's own cost for a round of the same shape — one request per participant, from as
+many threads, with a contribution of the same size parsed by its pydantic model and a task
+of the same size returned — with no authentication, broker, journal or metrics, over the
+same transport (with ``--http`` a uvicorn process, whose CPU is printed too). ``service /
+floor`` is the ratio per repetition: how much the service's own logic adds to what any
+FastAPI service of this shape pays.
+
 A round's cost is measured by difference: a job runs ``R`` and ``2R`` rounds (``eps = 0``:
 no early stop) and per round = (T(2R) - T(R)) / R, so start-up, enrolment, the count and the
 final scoring cancel out. The service stays up; each repetition runs core 2R, core R,
-service 2R, service R in turn (interleaved, so a slow moment of the machine hits every
-variant), at least 5 repetitions. Printed per participant count: the median per-round time
-of each and of the overhead (service - core of the same repetition) with its range.
+service 2R, service R, floor 2R, floor R in turn (interleaved, so a slow moment of the
+machine hits every variant), at least 5 repetitions. Printed per participant count: the
+median per-round time of each and of the overhead (service - core of the same repetition)
+with its range.
 
 Every agent fsyncs its audit log before each contribution; on one shared disk those fsyncs
 queue behind each other, unlike organisations' own machines: with ``TMPDIR=/dev/shm`` the
@@ -33,6 +42,8 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,6 +53,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks import _floor
 from benchmarks._timing import MIN_REPEATS, Timing
 from fedclust.asgi import InProcessApp
 from fedclust.client import AnalystClient, AnalystConfig
@@ -145,7 +157,34 @@ def process_cpu(pid: int) -> float:
 @dataclasses.dataclass
 class Service:
     client: AnalystClient
+    floor: _floor.FloorClients
     coordinator_pid: int | None  # its own process (--http), else None
+    floor_pid: int | None
+
+
+def _floor_process(stack: contextlib.ExitStack, logs: Path) -> tuple[str, int]:
+    """:data:`benchmarks._floor.app` under uvicorn in its own process: its URL and pid."""
+    port = free_port()
+    log = stack.enter_context((logs / "floor.log").open("ab"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "benchmarks._floor:app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning", "--no-access-log"],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    stack.callback(process.wait, 30)
+    stack.callback(process.terminate)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the floor app exited:\n{(logs / 'floor.log').read_text()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url + "/openapi.json", timeout=2).status_code == 200:
+                return url, process.pid
+        if time.monotonic() > deadline:
+            raise TimeoutError("the floor app did not start within 60 s")
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -154,10 +193,14 @@ def service(files: FederationFiles, http: bool) -> Iterator[Service]:
     names = list(files.participants)
     config = AnalystConfig(files.coordinator_url, files.analyst_token)
     pid: int | None = None
+    floor_pid: int | None = None
+    body = _floor.contribution_body(K, D)
     with contextlib.ExitStack() as stack:
         if http:
             logs = files.root / "logs"
             logs.mkdir(exist_ok=True)
+            floor_url, floor_pid = _floor_process(stack, logs)
+            floor = _floor.FloorClients(len(names), body, base_url=floor_url)
             demo = Demo(files=files, logs=logs)
             stack.callback(demo.stop)
             demo.start("counting", "counter", "serve", "--config", str(files.counting))
@@ -186,18 +229,34 @@ def service(files: FederationFiles, http: bool) -> Iterator[Service]:
             client = stack.enter_context(
                 AnalystClient(config, transport=coordinator.transport())
             )
+            floor_app = stack.enter_context(
+                InProcessApp(_floor.app, _floor.app.router.lifespan_context)
+            )
+            floor = _floor.FloorClients(
+                len(names), body, transports=[floor_app.transport() for _ in names]
+            )
+        stack.callback(floor.close)
         client.wait_enrolled(names, timeout=300)
-        yield Service(client, pid)
+        yield Service(client, floor, pid, floor_pid)
+
+
+def time_floor(floor: _floor.FloorClients, rounds: int) -> float:
+    start = time.perf_counter()
+    floor.rounds(rounds)
+    return time.perf_counter() - start
 
 
 def measure(
     n: int, rows: int, rounds: int, repeats: int, seed: int, http: bool
 ) -> dict[str, Timing]:
-    """Per-round seconds of core, service and their difference, one sample per repetition."""
+    """Per-round seconds of core, service, their difference and the floor, and the ratio
+    service / floor; one sample per repetition."""
     parts = make_parts(n, rows, seed)
     names = [f"p{i}" for i in range(n)]
     short, long = spec_for(names, rounds, seed), spec_for(names, 2 * rounds, seed)
-    samples: dict[str, list[float]] = {"core": [], "service": [], "overhead": []}
+    samples: dict[str, list[float]] = {
+        "core": [], "service": [], "overhead": [], "floor": [], "service / floor": []
+    }
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         files = write_files(Path(tmp), parts)
         with service(files, http) as served_by:
@@ -212,9 +271,19 @@ def measure(
                     cpu.append(process_cpu(pid))
                     work = ((cpu[1] - cpu[0]) - (cpu[2] - cpu[1])) / rounds
                     samples.setdefault("coordinator CPU", []).append(work)
+                floor_cpu = [process_cpu(served_by.floor_pid)] if served_by.floor_pid else []
+                floor = time_floor(served_by.floor, 2 * rounds)
+                floor_cpu += [process_cpu(served_by.floor_pid)] if served_by.floor_pid else []
+                floor = (floor - time_floor(served_by.floor, rounds)) / rounds
+                if served_by.floor_pid is not None:
+                    floor_cpu.append(process_cpu(served_by.floor_pid))
+                    floor_work = ((floor_cpu[1] - floor_cpu[0]) - (floor_cpu[2] - floor_cpu[1]))
+                    samples.setdefault("floor CPU", []).append(floor_work / rounds)
                 samples["core"].append(core)
                 samples["service"].append(served)
                 samples["overhead"].append(served - core)
+                samples["floor"].append(floor)
+                samples["service / floor"].append(served / floor)
     return {name: Timing(tuple(values)) for name, values in samples.items()}
 
 
@@ -233,12 +302,15 @@ def main() -> None:
           f"{'loopback HTTP' if args.http else 'in-process HTTP (ASGI)'}; per round = "
           f"(T({2 * R} rounds) - T({R} rounds)) / {R}; median [range] of "
           f"{max(args.repeats, MIN_REPEATS)} interleaved repetitions, ms")
-    columns = ["core", "service", "overhead"] + (["coordinator CPU"] if args.http else [])
-    print(f"{'participants':>12}" + "".join(f"  {name:>22}" for name in columns))
+    columns = ["core", "service", "overhead", "floor"] + (
+        ["coordinator CPU", "floor CPU"] if args.http else []
+    )
+    print(f"{'participants':>12}" + "".join(f"  {name:>22}" for name in columns)
+          + f"  {'service / floor':>22}")
     for n in args.participants:
         t = measure(n, args.rows, R, args.repeats, args.seed, args.http)
-        print(f"{n:>12}" + "".join(f"  {t[name].text(1e-3, 1):>22}" for name in columns),
-              flush=True)
+        print(f"{n:>12}" + "".join(f"  {t[name].text(1e-3, 1):>22}" for name in columns)
+              + f"  {t['service / floor'].text(1.0, 2):>22}", flush=True)
 
 
 if __name__ == "__main__":
