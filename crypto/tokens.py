@@ -21,8 +21,13 @@ T = TypeVar("T")
 
 
 def new_token() -> str:
-    """A fresh bearer token: 32 bytes from the OS CSPRNG, URL-safe base64."""
-    return secrets.token_urlsafe(32)
+    """A fresh bearer token: 32 bytes from the OS CSPRNG, URL-safe base64, drawn again when it
+    starts with "-" (1 in 64), so that it can follow a flag on a command line
+    (``fedclust participant enrol --invite TOKEN``) without being read as one."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 def token_sha256(token: str) -> str:
