@@ -13,14 +13,17 @@ job — and then:
 - otherwise the task is recorded (if new) and handed out once every reply received before
   it is stored (one transaction per round, see :mod:`coordinator.journal`); the caller
   waits until the participant's contribution arrives, the job is cancelled, the broker
-  closes, or ``timeout`` seconds pass.
+  closes, or ``timeout`` seconds pass. A task not answered in time is withdrawn (a late
+  answer is refused) and its timeout stored like a reply, so a replay raises it again at
+  once and the resumed job leaves the participant out exactly as the first run did.
 
 Participants fetch their oldest open task with :meth:`Broker.poll`, which registers a wake-up
 callback when there is none (the API's long poll waits on it), and answer with
 :meth:`Broker.submit`, which refuses — changing nothing — a contribution for an unknown,
-closed or already answered task, or one whose kind or shapes do not fit the task. A task's
-large strings are stored once as blobs (:mod:`protocol.blobs`); a participant may ask for
-the task with references instead and fetch each blob it was handed (:meth:`Broker.blob`).
+closed, timed-out or already answered task, or one whose kind or shapes do not fit the
+task. A task's large strings are stored once as blobs (:mod:`protocol.blobs`); a
+participant may ask for the task with references instead and fetch each blob it was handed
+(:meth:`Broker.blob`).
 """
 
 from __future__ import annotations
@@ -229,6 +232,8 @@ class Broker:
                     f"job {job_id!r} cannot resume: task {task_id} of participant "
                     f"{participant!r} differs from the stored one."
                 )
+            if stored.timed_out is not None:  # the participant dropped out here
+                raise TaskTimeoutError(stored.timed_out)
             if stored.reply_json is not None:
                 return _REPLY.validate_json(stored.reply_json)
         else:
@@ -256,10 +261,16 @@ class Broker:
                     self._raise_if_stopped(live)
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise TaskTimeoutError(
+                        reason = (
                             f"participant {participant!r} did not answer task {task_id} "
                             f"({spec.kind}) within {self._timeout:g} s"
                         )
+                        del live.open[(participant, task_id)]  # a late answer finds nothing
+                        self._withdraw(opened)
+                        self._journal.add_reply(
+                            TaskRecord.timeout(job_id, participant, task_id, spec.kind, reason)
+                        )
+                        raise TaskTimeoutError(reason)
                     opened.answered.wait(remaining)
                 live.answered.append(participant)
                 return opened.reply
@@ -367,7 +378,8 @@ class Broker:
             )
         if task is None:
             raise ContributionRejectedError(
-                409, f"task {task_id} of job {job_id!r} is already answered"
+                409, f"task {task_id} of job {job_id!r} is no longer open (answered, or not "
+                "answered in time)"
             )
         raise ContributionRejectedError(
             409, f"job {job_id!r} is cancelled; task {task_id} is no longer open"

@@ -10,7 +10,7 @@ Tables:
 - ``tasks``: one row per (job, participant, task_id) with the task spec (JSON, its large
   strings as references into ``blobs``);
 - ``replies``: the participant's reply (JSON) to a task, one row per answered task (kept out
-  of ``tasks``);
+  of ``tasks``), or the reason a task timed out (:class:`TaskRecord`);
 - ``blobs``: large strings by SHA-256 (``protocol.blobs``), each stored once however many
   tasks carry it;
 - ``invitations`` (the SHA-256 of each one-time invite, its participant id, expiry and use),
@@ -258,7 +258,12 @@ class JobRecord:
 
 @dataclass(frozen=True)
 class TaskRecord:
-    """A stored task: its spec and reply as JSON text (parsed by the broker)."""
+    """A stored task: its spec and reply as JSON text (parsed by the broker).
+
+    A task that was not answered in time has, in place of a reply, the object
+    ``{"timed_out": REASON}`` (:meth:`timeout`), no participant's reply (every reply has a
+    ``kind``): a resumed job replays the participant's dropout instead of asking again.
+    """
 
     job_id: str
     participant: str
@@ -266,6 +271,24 @@ class TaskRecord:
     kind: str
     spec_json: str
     reply_json: str | None
+
+    @classmethod
+    def timeout(
+        cls, job_id: str, participant: str, task_id: int, kind: str, reason: str
+    ) -> TaskRecord:
+        """The record of a task that ``participant`` did not answer in time."""
+        return cls(job_id, participant, task_id, kind, "", json.dumps({_TIMED_OUT: reason}))
+
+    @property
+    def timed_out(self) -> str | None:
+        """Why the task went unanswered (it timed out), or None."""
+        if self.reply_json is None or not self.reply_json.startswith('{"' + _TIMED_OUT):
+            return None
+        reason = json.loads(self.reply_json).get(_TIMED_OUT)
+        return reason if isinstance(reason, str) else None
+
+
+_TIMED_OUT = "timed_out"
 
 
 @dataclass

@@ -175,11 +175,12 @@ def _support_notes(job: JobRecord) -> list[str]:
 
 
 def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
-    """The disclosure ledger of ``job`` from its stored ``tasks`` (answered ones count)."""
+    """The disclosure ledger of ``job`` from its stored ``tasks`` (answered ones count; a
+    task that timed out disclosed nothing)."""
     groups: dict[tuple[str, str, str], list[TaskRecord]] = {}
     kinds_seen: set[str] = set()
     for task in tasks:
-        if task.reply_json is None:
+        if task.reply_json is None or task.timed_out is not None:
             continue
         reply_kind = json.loads(task.reply_json).get("kind", "?")
         groups.setdefault((task.participant, task.kind, str(reply_kind)), []).append(task)

@@ -1,20 +1,28 @@
-"""The broker's storage and delivery: batched writes, blobs by hash, long-poll wake-ups, and
-the move of an older database's replies out of the task rows."""
+"""The broker's storage and delivery: batched writes, blobs by hash, long-poll wake-ups, the
+move of an older database's replies out of the task rows, and a timed-out task."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from fedclust.coordinator.api.deps import Services
-from fedclust.coordinator.broker import JobChannel
+from fedclust.coordinator.broker import (
+    Broker,
+    ContributionRejectedError,
+    JobChannel,
+    TaskTimeoutError,
+)
 from fedclust.coordinator.db import Batch, Database, TaskRecord
+from fedclust.coordinator.disclosures import ledger
 from fedclust.coordinator.journal import Journal
 from fedclust.protocol import messages as msg
 from fedclust.protocol.blobs import BLOB_KEY, inline
@@ -221,4 +229,43 @@ def test_an_older_database_has_its_replies_moved_out_of_the_tasks(tmp_path: Path
     with db.engine.connect() as connection:
         columns = {row[1] for row in connection.execute(text("PRAGMA table_info(tasks)"))}
     assert "reply" not in columns
+    db.dispose()
+
+
+def test_a_timed_out_task_is_withdrawn_and_a_resumed_run_replays_the_dropout(
+    tmp_path: Path,
+) -> None:
+    """The participant that did not answer in time finds no task and its late answer is
+    refused; a restarted coordinator replaying the job raises the same timeout at once
+    (instead of asking again and perhaps getting an answer the first run never used), and
+    the disclosure ledger counts nothing for the unanswered task."""
+    db = Database(f"sqlite:///{tmp_path / 'c.db'}")
+    db.create_all()
+    spec = msg.JobCreate(algorithm="ffcm", participants=list(NAMES), k=3, protection="none")
+    job = db.create_job("job-t", spec, n_features=2)
+    gone = NAMES[0]
+    broker = Broker(db, timeout=0.2)
+    channel = broker.open_job(job)
+    with pytest.raises(TaskTimeoutError) as info:
+        channel.ask(gone, msg.ReportCountTask())
+    reason = str(info.value)
+    assert reason == f"participant '{gone}' did not answer task 0 (report_count) within 0.2 s"
+    assert broker.poll(gone, blobs=False) is None
+    late = msg.Contribution(job_id="job-t", task_id=0, reply=msg.AckReply())
+    with pytest.raises(ContributionRejectedError) as refused:
+        broker.submit(gone, late)
+    assert refused.value.status_code == 409
+    assert "no longer open" in refused.value.message
+    broker.close_job("job-t")
+    broker.close()
+
+    restarted = Broker(db, timeout=60.0)
+    replay = restarted.open_job(job)
+    start = time.monotonic()
+    with pytest.raises(TaskTimeoutError) as again:
+        replay.ask(gone, msg.ReportCountTask())
+    assert str(again.value) == reason and time.monotonic() - start < 5
+    assert [t.timed_out for t in db.tasks("job-t")] == [reason]
+    assert ledger(job, db.tasks("job-t")).disclosures == []
+    restarted.close()
     db.dispose()
