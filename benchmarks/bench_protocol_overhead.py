@@ -201,6 +201,7 @@ def service(files: FederationFiles, http: bool) -> Iterator[Service]:
             logs.mkdir(exist_ok=True)
             floor_url, floor_pid = _floor_process(stack, logs)
             floor = _floor.FloorClients(len(names), body, base_url=floor_url)
+            stack.callback(floor.close)
             demo = Demo(files=files, logs=logs)
             stack.callback(demo.stop)
             demo.start("counting", "counter", "serve", "--config", str(files.counting))
@@ -235,7 +236,7 @@ def service(files: FederationFiles, http: bool) -> Iterator[Service]:
             floor = _floor.FloorClients(
                 len(names), body, transports=[floor_app.transport() for _ in names]
             )
-        stack.callback(floor.close)
+            stack.callback(floor.close)
         client.wait_enrolled(names, timeout=300)
         yield Service(client, floor, pid, floor_pid)
 
