@@ -40,7 +40,7 @@ def test_stored_digests_are_validated(value: object, message: str) -> None:
 
 def test_a_new_token_never_reads_as_a_command_line_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     """A token drawn with a leading "-" (1 in 64) is drawn again: ``--invite -xyz`` would
-    make argparse read the invite as a flag (a CI run met one)."""
+    make argparse read the invite as a flag (a full test run met one)."""
     assert not any(new_token().startswith("-") for _ in range(2000))
     drawn = iter(["-leading-dash", "plain_token"])
     monkeypatch.setattr("fedclust.crypto.tokens.secrets.token_urlsafe", lambda n: next(drawn))
