@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -241,10 +241,19 @@ def service(files: FederationFiles, http: bool) -> Iterator[Service]:
         yield Service(client, floor, pid, floor_pid)
 
 
-def time_floor(floor: _floor.FloorClients, rounds: int) -> float:
-    start = time.perf_counter()
-    floor.rounds(rounds)
-    return time.perf_counter() - start
+def per_round(
+    run: Callable[[int], float], rounds: int, pid: int | None
+) -> tuple[float, float | None]:
+    """Seconds per round of ``run`` (which runs that many rounds and returns its seconds) by
+    (T(2R) - T(R)) / R, and the CPU per round of process ``pid`` by the same difference."""
+    cpu = [process_cpu(pid)] if pid is not None else []
+    long = run(2 * rounds)
+    cpu += [process_cpu(pid)] if pid is not None else []
+    short = run(rounds)
+    if pid is None:
+        return (long - short) / rounds, None
+    cpu.append(process_cpu(pid))
+    return (long - short) / rounds, ((cpu[1] - cpu[0]) - (cpu[2] - cpu[1])) / rounds
 
 
 def measure(
@@ -254,32 +263,29 @@ def measure(
     service / floor; one sample per repetition."""
     parts = make_parts(n, rows, seed)
     names = [f"p{i}" for i in range(n)]
-    short, long = spec_for(names, rounds, seed), spec_for(names, 2 * rounds, seed)
+    specs = {r: spec_for(names, r, seed) for r in (rounds, 2 * rounds)}
     samples: dict[str, list[float]] = {
         "core": [], "service": [], "overhead": [], "floor": [], "service / floor": []
     }
+
+    def floor_rounds(count: int) -> float:
+        start = time.perf_counter()
+        served_by.floor.rounds(count)
+        return time.perf_counter() - start
+
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         files = write_files(Path(tmp), parts)
         with service(files, http) as served_by:
-            pid = served_by.coordinator_pid
             for _ in range(max(repeats, MIN_REPEATS)):
-                core = (time_core(parts, long) - time_core(parts, short)) / rounds
-                cpu = [process_cpu(pid)] if pid is not None else []
-                served = time_job(served_by.client, long)
-                cpu += [process_cpu(pid)] if pid is not None else []
-                served = (served - time_job(served_by.client, short)) / rounds
-                if pid is not None:
-                    cpu.append(process_cpu(pid))
-                    work = ((cpu[1] - cpu[0]) - (cpu[2] - cpu[1])) / rounds
+                core, _ = per_round(lambda r: time_core(parts, specs[r]), rounds, None)
+                served, work = per_round(
+                    lambda r: time_job(served_by.client, specs[r]), rounds,
+                    served_by.coordinator_pid,
+                )
+                floor, floor_work = per_round(floor_rounds, rounds, served_by.floor_pid)
+                if work is not None and floor_work is not None:
                     samples.setdefault("coordinator CPU", []).append(work)
-                floor_cpu = [process_cpu(served_by.floor_pid)] if served_by.floor_pid else []
-                floor = time_floor(served_by.floor, 2 * rounds)
-                floor_cpu += [process_cpu(served_by.floor_pid)] if served_by.floor_pid else []
-                floor = (floor - time_floor(served_by.floor, rounds)) / rounds
-                if served_by.floor_pid is not None:
-                    floor_cpu.append(process_cpu(served_by.floor_pid))
-                    floor_work = ((floor_cpu[1] - floor_cpu[0]) - (floor_cpu[2] - floor_cpu[1]))
-                    samples.setdefault("floor CPU", []).append(floor_work / rounds)
+                    samples.setdefault("floor CPU", []).append(floor_work)
                 samples["core"].append(core)
                 samples["service"].append(served)
                 samples["overhead"].append(served - core)

@@ -32,7 +32,10 @@ from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.errors import ProtocolError, RefusedError
 from fedclust.protocol.standardise import MomentSums, add_moments, combine_moments
 
-__all__ = ["PresentRows", "StandardisingParticipant", "pooled_moments", "standardise_federation"]
+__all__ = [
+    "PresentRows", "StandardisingParticipant", "pooled_mean_scale", "pooled_moments",
+    "standardise_federation",
+]
 
 
 class StandardisingParticipant(Protocol):
@@ -164,6 +167,44 @@ class PresentRows:
         )
 
 
+def pooled_mean_scale(
+    participants: Sequence[StandardisingParticipant],
+    total_count: Callable[[], int],
+    *,
+    two_pass: bool = True,
+    summation: Summation | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """The per-feature mean and population standard deviation of the rows of the
+    participants present, from their pooled moment sums (module docstring).
+
+    ``total_count`` gives their ΣN_l and is asked before any participant is, once per
+    attempt. A participant that drops out of a round starts the rounds again over those left.
+    With ``two_pass`` a second round about the first mean removes the cancellation of the
+    one-pass variance; without it the relative error of the variance is about
+    N·ε·(1 + mean²/var).
+
+    Raises:
+        RefusedError: a participant present refused a round.
+        ProtocolError: inconsistent contributions (different widths, or sums that do not
+            fit ΣN_l).
+        Whatever ``total_count`` raises.
+    """
+    while True:
+        live = present(participants)
+        everyone = {p.name for p in live}
+        n = total_count()
+        total, names = pooled_moments(live, None, summation)
+        if set(names) != everyone:
+            continue  # a dropout: start again over those left
+        mean, scale = combine_moments([total], n)
+        if two_pass:
+            total, names = pooled_moments(live, mean, summation)
+            if set(names) != everyone:
+                continue
+            mean, scale = combine_moments([total], n)
+        return mean, scale
+
+
 def standardise_federation(
     participants: Sequence[StandardisingParticipant],
     total_count: Callable[[], int],
@@ -178,9 +219,7 @@ def standardise_federation(
         total_count: ΣN_l of the participants present when it is called (the counting
             service's total; after dropouts :class:`PresentRows`); asked before any
             participant is.
-        two_pass: also run the shifted second round (numerically stable variance). With
-            False, one round of plain sums (relative error of the variance about
-            N·ε·(1 + mean²/var); fine for data centred near 0).
+        two_pass: also run the shifted second round (see :func:`pooled_mean_scale`).
         summation: sum the moments securely; None collects each participant's in the clear.
 
     A participant that drops out of a round starts the standardisation again over those
@@ -196,18 +235,8 @@ def standardise_federation(
     """
     if len(participants) == 0:
         raise ValueError("standardise_federation needs at least one participant; got none.")
-    while True:
-        live = present(participants)
-        everyone = {p.name for p in live}
-        n = total_count()
-        total, names = pooled_moments(live, None, summation)
-        if set(names) != everyone:
-            continue  # a dropout: start again over those left
-        mean, scale = combine_moments([total], n)
-        if two_pass:
-            total, names = pooled_moments(live, mean, summation)
-            if set(names) != everyone:
-                continue
-            mean, scale = combine_moments([total], n)
-        gather_present(live, lambda p: p.apply_standardisation(mean, scale))  # noqa: B023
-        return mean, scale
+    mean, scale = pooled_mean_scale(
+        participants, total_count, two_pass=two_pass, summation=summation
+    )
+    gather_present(participants, lambda p: p.apply_standardisation(mean, scale))
+    return mean, scale

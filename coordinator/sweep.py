@@ -29,7 +29,7 @@ from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.coordinator.fedfcm import run_fedfcm
 from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.coordinator.standardise import pooled_moments
+from fedclust.coordinator.standardise import pooled_mean_scale
 from fedclust.protocol import choose_k, standardise, validity
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray, check_int, rng_from
@@ -94,33 +94,14 @@ class SweepResult:
         raise KeyError(f"K={k} was not part of the sweep")
 
 
-def moment_box(
-    participants: Sequence[Any],
-    total_count: Callable[[], int],
-    summation: Summation | None = None,
-) -> tuple[FloatArray, FloatArray]:
-    """The per-feature mean and standard deviation of the rows of the participants present,
-    from their summed moments; ``total_count`` gives their ΣN (``standardise.PresentRows``).
-
-    A participant that does not answer drops out of the job and the moments are summed again
-    over those left (a refusal fails, :func:`standardise.pooled_moments`).
-    """
-    while True:
-        live = present(participants)
-        n = total_count()
-        total, names = pooled_moments(live, None, summation)
-        if set(names) == {p.name for p in live}:
-            return standardise.combine_moments([total], n)
-
-
 def initial_centers(
     box: tuple[FloatArray, FloatArray], k: int, rng: np.random.Generator
 ) -> FloatArray:
     """K centers drawn uniformly from the box mean ± √3·std of the pooled data.
 
-    The box has the pooled data's mean and variance per feature (:func:`moment_box`:
-    aggregates only). It replaces the authors' uniform [0, 1]^d start, which assumes data
-    already scaled to the unit cube.
+    The box has the pooled data's mean and variance per feature (one round of moment sums,
+    ``coordinator.standardise.pooled_mean_scale``: aggregates only). It replaces the
+    authors' uniform [0, 1]^d start, which assumes data already scaled to the unit cube.
     """
     mean, scale = box
     half = np.sqrt(3.0) * scale
@@ -257,7 +238,7 @@ def run_sweep(
     box = None
     if algorithm in _FUZZY_INIT:
         before = present(participants)
-        box = moment_box(participants, total_count, summation)
+        box = pooled_mean_scale(participants, total_count, two_pass=False, summation=summation)
         notes.extend(
             f"participant {p.name!r} dropped out while the initial centers' box was summed "
             f"({dropped(p)}); the sweep went on without it"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedclust.coordinator.sweep import fed_fuzzy_db, initial_centers, moment_box
+from fedclust.coordinator.standardise import pooled_mean_scale
+from fedclust.coordinator.sweep import fed_fuzzy_db, initial_centers
 from fedclust.participant.local import LocalParticipant
 from fedclust.protocol.validity import soft_davies_bouldin
 
@@ -18,7 +19,7 @@ def parts(seed: int = 0) -> list[LocalParticipant]:
 def test_moment_box_is_the_pooled_mean_and_std() -> None:
     ps = parts()
     pooled = np.vstack([p.rows.in_memory().X for p in ps])
-    mean, scale = moment_box(ps, total_count=lambda: 200)
+    mean, scale = pooled_mean_scale(ps, lambda: 200, two_pass=False)
     np.testing.assert_allclose(mean, pooled.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(scale, pooled.std(axis=0), rtol=1e-12)
 
