@@ -30,9 +30,9 @@ token, 403 for a valid token of the wrong role. Tokens and counts are never logg
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -71,7 +71,7 @@ from fedclust.protocol.messages import (
     PaillierDecryptRequest,
     PaillierKey,
 )
-from fedclust.protocol.tls import certificate_mismatch
+from fedclust.protocol.tls import certificate_mismatch, certified_member
 
 __all__ = [
     "BODY_LIMITS",
@@ -81,6 +81,7 @@ __all__ = [
     "Health",
     "Participant",
     "ParticipantIdentity",
+    "certificate_check",
     "router",
     "token_check",
 ]
@@ -150,10 +151,17 @@ def _members(request: Request) -> Members:
 
 
 def _identify(
+    request: Request,
     settings: Settings,
     members: Annotated[Members, Depends(_members)],
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> CoordinatorIdentity | ParticipantIdentity:
+    """The caller of a known token; without a token, the member its client certificate
+    alone names where ``[tls] participant_auth = "certificate"``; else 401."""
+    if credentials is None:
+        certified = certified_member(request.scope, tls=settings.tls, is_member=members.is_member)
+        if certified is not None:
+            return ParticipantIdentity(certified)
     if credentials is None or not credentials.credentials:
         raise _unauthorised()
     candidates: list[tuple[str, CoordinatorIdentity | ParticipantIdentity]] = [
@@ -166,6 +174,18 @@ def _identify(
 
 
 Caller = Annotated[CoordinatorIdentity | ParticipantIdentity, Depends(_identify)]
+
+
+def certificate_check(
+    settings: CountingSettings, members: Members
+) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a request's client certificate alone names a current member (for the body
+    guard, on a request without a token)."""
+
+    def known(scope: Mapping[str, Any]) -> bool:
+        return certified_member(scope, tls=settings.tls, is_member=members.is_member) is not None
+
+    return known
 
 
 def token_check(settings: CountingSettings, members: Members) -> Callable[[str], bool]:

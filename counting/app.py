@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 
-from fedclust.counting.api import BODY_LIMITS, router, token_check
+from fedclust.counting.api import BODY_LIMITS, certificate_check, router, token_check
 from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import PaillierKeyHolder
 from fedclust.counting.members import Members
@@ -96,7 +96,8 @@ def create_app(settings: CountingSettings) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(405, method_not_allowed)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       authorised=token_check(settings, app.state.members))
+                       authorised=token_check(settings, app.state.members),
+                       certified=certificate_check(settings, app.state.members))
     app.include_router(router, prefix=API_PREFIX)
     add_observability(
         app,

@@ -64,7 +64,7 @@ def fetch_result(
         ) from None
     with httpx.Client(
         base_url=config.coordinator_url + "/api/v1",
-        headers={"Authorization": f"Bearer {config.token}"},
+        headers=config.auth_headers,
         transport=transport,
         timeout=_TIMEOUT,
         verify=config.tls.httpx_verify(),

@@ -932,7 +932,7 @@ def _fetch_receipts(config_path: str) -> list[dict[str, Any]]:
     config = ParticipantConfig.load(config_path)
     response = httpx.get(
         f"{config.coordinator_url}/api/v1/audit/heads/{config.id}",
-        headers={"Authorization": f"Bearer {config.token}"}, timeout=30.0,
+        headers=config.auth_headers, timeout=30.0, verify=config.tls.httpx_verify(),
     )
     if response.status_code != 200:
         raise ValueError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import random
 import signal
 import socket
 import subprocess
@@ -46,14 +47,43 @@ STARTUP_TIMEOUT: Final = 60.0
 JOB_TIMEOUT: Final = 120.0
 _STOP_GRACE: Final = 5.0
 _PR_SET_PDEATHSIG: Final = 1
+_EPHEMERAL_RANGE: Final = "/proc/sys/net/ipv4/ip_local_port_range"
+_draw = random.Random()
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default: 32768)."""
+    try:
+        return int(Path(_EPHEMERAL_RANGE).read_text("ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (the OS picks it)."""
+    """A TCP port free on ``host`` now, drawn below the kernel's ephemeral range.
+
+    The kernel gives outgoing connections local ports from its ephemeral range, so a port
+    the OS picks (bind to 0) can be taken by any connection before the service binds it;
+    a port below that range cannot. Not one this process has handed out before. Falls
+    back to an OS-picked port when no drawn port is free.
+    """
+    low = _ephemeral_low()
+    for _ in range(64):
+        port = _draw.randrange(max(1024, low // 2), max(1025, low))
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        picked: int = sock.getsockname()[1]
+        return picked
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

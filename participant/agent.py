@@ -301,7 +301,7 @@ def run_agent(
         declaration.value_bound,
         "derived from the data" if declaration.value_bound_derived else "configured",
     )
-    auth = {"Authorization": f"Bearer {config.token}"}
+    auth = config.auth_headers
     timeout = httpx.Timeout(30.0, read=poll_wait + 30.0)
     verify = config.tls.httpx_verify()  # https:// services: [tls] ca, client certificate
     with (
@@ -395,10 +395,16 @@ class _Agent:
             body=_Body(enrolment, recipient="coordinator", what="enrolment", kind="enrolment"),
         )
         if response.status_code in (401, 403):
+            check = (
+                "[participant] token and id in its config file"
+                if self._config.token is not None
+                else "its [tls] certificate (it must name the participant id) and that the "
+                'services take certificates alone ([tls] participant_auth = "certificate")'
+            )
             raise AgentError(
-                f"the coordinator at {self._config.coordinator_url} refused the token of "
-                f"participant {self._config.id!r} (HTTP {response.status_code}): check "
-                "[participant] token and id in its config file."
+                f"the coordinator at {self._config.coordinator_url} refused the "
+                f"{self._config.credential} of participant {self._config.id!r} "
+                f"(HTTP {response.status_code}): check {check}."
             )
         if not response.is_success:
             raise AgentError(
@@ -709,7 +715,8 @@ class _Agent:
         detail = _detail(response)
         if response.status_code == 401:
             raise AgentError(
-                f"the coordinator no longer accepts this participant's token: {detail}"
+                f"the coordinator no longer accepts this participant's "
+                f"{self._config.credential}: {detail}"
             )
         if response.status_code == 422 and not isinstance(reply, msg.RefusalReply):
             log.warning("job %s task %d: reply rejected (%s)", job_id, task_id, detail)

@@ -8,7 +8,9 @@
     counting_url = "http://127.0.0.1:8701"
     token = "<this participant's bearer token>"   # or absent: the token enrolment wrote
                                             # (fedclust participant enrol) in
-                                            # <state_dir>/participant.token
+                                            # <state_dir>/participant.token; with neither,
+                                            # the [tls] certificate alone (services with
+                                            # participant_auth = "certificate")
     state_dir = "state-hospital-a"          # default: state-<id>
     audit_log = "audit-hospital-a.jsonl"    # default: audit-<id>.jsonl (participant.audit)
     identity_key = "identity-hospital-a.key" # default: identity-<id>.key, created if absent
@@ -175,7 +177,7 @@ class ParticipantConfig:
     id: str
     coordinator_url: str
     counting_url: str
-    token: str = field(repr=False)
+    token: str | None = field(repr=False)
     state_dir: Path
     data: DataSource
     policy: Policy = field(default_factory=Policy)
@@ -183,6 +185,17 @@ class ParticipantConfig:
     identity_key: Path | None = None
     peers: Mapping[str, str] = field(default_factory=dict)
     tls: TlsSettings = field(default_factory=TlsSettings)
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """The Authorization header of every request; none when the certificate alone
+        authenticates (no token)."""
+        return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def credential(self) -> str:
+        """What authenticates this participant, for messages: its token or its certificate."""
+        return "token" if self.token is not None else "client certificate"
 
     @property
     def audit_path(self) -> Path:
@@ -206,6 +219,14 @@ class ParticipantConfig:
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 raise ValueError(f"[participant] {key} must be an http:// or https:// URL.")
             object.__setattr__(self, key, url.rstrip("/"))
+        if self.token is None:
+            if self.tls.certificate is None:
+                raise ValueError(
+                    "[participant] has no token: give the token the coordinator's operator "
+                    "issued, or, where the services accept certificates alone, this "
+                    "organisation's [tls] certificate and key."
+                )
+            return
         if not isinstance(self.token, str) or not self.token.strip():
             raise ValueError("[participant] token must be a non-empty string.")
         if _PLACEHOLDER.search(self.token):
@@ -256,7 +277,8 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         _get(section, key, str, where="[participant]", required=True)
     pid = section["id"]
     state_dir = _get(section, "state_dir", str, where="[participant]") or f"state-{pid}"
-    token = _token(section, _resolve(base, state_dir))
+    tls = TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS)
+    token = _token(section, _resolve(base, state_dir), certificate=tls.certificate is not None)
     audit_log = _get(section, "audit_log", str, where="[participant]") or f"audit-{pid}.jsonl"
     identity = _get(section, "identity_key", str, where="[participant]") or f"identity-{pid}.key"
 
@@ -318,7 +340,7 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         peers=_peers(_table(doc, "peers", required=False)),
         audit_log=_resolve(base, audit_log),
         identity_key=_resolve(base, identity),
-        tls=TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS),
+        tls=tls,
     )
 
 
@@ -328,8 +350,9 @@ def enrolled_token_path(state_dir: Path) -> Path:
     return state_dir / ENROLLED_TOKEN_FILE
 
 
-def _token(section: Mapping[str, Any], state_dir: Path) -> str:
-    """``[participant] token``; when absent or a placeholder, the enrolment's token file."""
+def _token(section: Mapping[str, Any], state_dir: Path, *, certificate: bool) -> str | None:
+    """``[participant] token``; when absent or a placeholder, the enrolment's token file;
+    None when there is neither but a client ``certificate`` (it alone authenticates)."""
     token = _get(section, "token", str, where="[participant]")
     if token is not None and not _PLACEHOLDER.search(token):
         return str(token)
@@ -340,6 +363,8 @@ def _token(section: Mapping[str, Any], state_dir: Path) -> str:
         enrolled = ""
     if enrolled:
         return enrolled
+    if token is None and certificate:
+        return None
     if token is None:
         raise ValueError(
             f"[participant] is missing 'token', and there is no enrolment token at {path}: "

@@ -6,7 +6,9 @@ refuses, before the body is read or parsed:
 - a request carrying a body without a known bearer token (401), when the app passes
   ``authorised``: every route that takes a body is authenticated, so a stranger's body is
   never worth reading (but the few ``public`` routes, e.g. redeeming an invitation, which
-  keep their small limit);
+  keep their small limit); a request that ``certified`` accepts (its verified client
+  certificate names a member, where the service lets a certificate stand for the token)
+  counts as known;
 - a body over its route's limit (413): ``routes`` gives small limits to small messages
   (enrolment, audit heads), every other route has ``max_bytes``.
 """
@@ -14,7 +16,7 @@ refuses, before the body is read or parsed:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["BodySizeLimit", "RouteLimit", "bearer_token"]
@@ -45,7 +47,8 @@ class BodySizeLimit:
     hostile client cannot make a service buffer an unbounded body. With ``authorised`` (does
     this bearer token belong to a known caller?), a request that declares a body (a nonzero
     Content-Length, or Transfer-Encoding) without a token it accepts is answered 401 with
-    ``WWW-Authenticate: Bearer`` and its body is never read; ``public`` lists the
+    ``WWW-Authenticate: Bearer`` and its body is never read, unless it has no token and
+    ``certified(scope)`` accepts its client certificate; ``public`` lists the
     ``(method, path pattern)`` routes exempt from that (their body limit still applies).
     """
 
@@ -57,12 +60,14 @@ class BodySizeLimit:
         routes: Sequence[RouteLimit] = (),
         authorised: Callable[[str], bool] | None = None,
         public: Sequence[tuple[str, str]] = (),
+        certified: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.routes = [(m.upper(), re.compile(p), n) for m, p, n in routes]
         self.authorised = authorised
         self.public = [(m.upper(), re.compile(p)) for m, p in public]
+        self.certified = certified
 
     def _public(self, method: str, path: str) -> bool:
         return any(m == method and p.fullmatch(path) for m, p in self.public)
@@ -88,7 +93,10 @@ class BodySizeLimit:
             scope.get("method", "GET"), scope.get("path", "")
         ):
             token = bearer_token(headers)
-            if token is None or not self.authorised(token):
+            known = token is not None and self.authorised(token)
+            if not known and token is None and self.certified is not None:
+                known = self.certified(scope)
+            if not known:
                 await _answer(send, 401, b'{"detail":"a valid bearer token is required"}',
                               [(b"www-authenticate", b"Bearer")])
                 return

@@ -8,6 +8,8 @@ Every config file may hold a ``[tls]`` table; paths are relative to the config f
     ca = "pki/ca.pem"                      # the CA(s) the servers this process calls chain to
     client_ca = "pki/ca.pem"               # services only: require client certificates
     require_client_certificate = true      # services only: the same, verified against `ca`
+    participant_auth = "certificate"       # services only: a member's certificate alone
+                                           # identifies it ("token", the default: token too)
 
 A service with ``certificate`` and ``key`` serves HTTPS (:meth:`TlsSettings.uvicorn_options`);
 with ``client_ca`` or ``require_client_certificate`` it also refuses, at the handshake, every
@@ -20,6 +22,12 @@ or a subject-alternative DNS name or URI, must equal the participant id its bear
 authenticates (:func:`certificate_mismatch`). Uvicorn does not pass the peer certificate to
 the app, so :meth:`TlsSettings.uvicorn_options` serves with an h11 protocol that adds the
 ASGI ``tls`` extension (``scope["extensions"]["tls"]["client_cert_chain"]``) to every request.
+
+With ``participant_auth = "certificate"`` the certificate may stand instead of the token: a
+request without a bearer token whose verified certificate names exactly one current member is
+that member's (:func:`certified_member`). A revoked member is no longer a member, so its
+certificate stops working at once, like its token. Analysts and the coordinator (towards the
+counting service) still authenticate with tokens.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
@@ -39,10 +47,15 @@ from fedclust.protocol.config_toml import only_keys
 
 __all__ = [
     "CLIENT_KEYS", "SERVER_KEYS", "TlsSettings", "certificate_mismatch", "certificate_names",
+    "certified_member",
 ]
 
 CLIENT_KEYS: Final = frozenset({"certificate", "key", "ca"})
-SERVER_KEYS: Final = CLIENT_KEYS | {"client_ca", "require_client_certificate"}
+SERVER_KEYS: Final = CLIENT_KEYS | {"client_ca", "require_client_certificate", "participant_auth"}
+#: How a service authenticates participants: a bearer token (with its certificate under mutual
+#: TLS), or the verified client certificate alone.
+ParticipantAuth = Literal["token", "certificate"]
+_PARTICIPANT_AUTH: Final[tuple[ParticipantAuth, ...]] = get_args(ParticipantAuth)
 
 _Scope = MutableMapping[str, Any]
 _Message = MutableMapping[str, Any]
@@ -64,6 +77,8 @@ class TlsSettings:
             requires client certificates.
         require_client_certificate: (services) require client certificates of ``client_ca``,
             or of ``ca`` when no ``client_ca`` is set.
+        participant_auth: (services, mutual TLS only) "certificate": a participant may
+            authenticate by its client certificate alone (:func:`certified_member`).
     """
 
     certificate: Path | None = None
@@ -71,6 +86,7 @@ class TlsSettings:
     ca: Path | None = None
     client_ca: Path | None = None
     require_client_certificate: bool = False
+    participant_auth: ParticipantAuth = "token"
 
     def __post_init__(self) -> None:
         if (self.certificate is None) != (self.key is None):
@@ -86,6 +102,13 @@ class TlsSettings:
                     "[tls] require_client_certificate needs client_ca (or ca): the CA that "
                     "client certificates must chain to."
                 )
+        if self.participant_auth not in _PARTICIPANT_AUTH:
+            raise ValueError('[tls] participant_auth must be "token" or "certificate".')
+        if self.participant_auth == "certificate" and not self.verifies_clients:
+            raise ValueError(
+                '[tls] participant_auth = "certificate" needs mutual TLS: set client_ca (or '
+                "require_client_certificate), so that only verified certificates identify."
+            )
 
     @property
     def serves_https(self) -> bool:
@@ -128,7 +151,10 @@ class TlsSettings:
         required = table.get("require_client_certificate", False)
         if not isinstance(required, bool):
             raise ValueError("[tls] require_client_certificate must be true or false.")
-        settings = cls(**paths, require_client_certificate=required)
+        auth = table.get("participant_auth", "token")
+        if auth not in _PARTICIPANT_AUTH:
+            raise ValueError('[tls] participant_auth must be "token" or "certificate".')
+        settings = cls(**paths, require_client_certificate=required, participant_auth=auth)
         settings._load_files()
         return settings
 
@@ -241,6 +267,22 @@ def certificate_mismatch(
             "that organisation's certificate with its token"
         )
     return None
+
+
+def certified_member(
+    scope: Mapping[str, Any], *, tls: TlsSettings, is_member: Callable[[str], bool]
+) -> str | None:
+    """The member a request's client certificate alone identifies, or None.
+
+    Only where ``tls.participant_auth`` is "certificate" (which needs mutual TLS, so the
+    certificate was verified at the handshake); the certificate must name exactly one
+    current member (:func:`certificate_names`).
+    """
+    if tls.participant_auth != "certificate":
+        return None
+    names = certificate_names(scope)
+    members = sorted(name for name in names or () if is_member(name))
+    return members[0] if len(members) == 1 else None
 
 
 def _with_peer_certificate(app: _ASGIApp, der: bytes) -> _ASGIApp:

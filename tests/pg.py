@@ -23,7 +23,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +31,8 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+
+from fedclust.demo import free_port as _free_port
 
 __all__ = ["PostgresCluster", "database_url", "postgres", "postgres_url"]
 
@@ -66,13 +67,6 @@ def _binaries() -> Path | None:
     if not found:
         return None
     return max(found, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _as_server_user(root: Path) -> list[str]:

@@ -31,7 +31,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -45,19 +44,14 @@ import numpy as np
 import pytest
 import yaml
 
+from fedclust.demo import free_port
+
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
 CHART = DEPLOY / "helm" / "fedclust"
 WORKDIR = "/var/lib/fedclust"  # the Dockerfile's WORKDIR (a volume)
 SERVICE_URLS = {"coordinator": "http://coordinator:8700", "counting": "http://counting:8701"}
 _PLACEHOLDER = re.compile(r"REPLACE-WITH-(SHA256-OF-)?([A-Z0-9-]+?)-TOKEN")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -17,7 +17,6 @@ import base64
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -41,6 +40,7 @@ from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
+from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
@@ -66,13 +66,6 @@ def _centers(entry: SweepEntryDocument) -> NDArray[np.float64]:
     """An entry's centers as an array (every center released: min_center_contributors = 1)."""
     assert all(c is not None for c in entry.centers)
     return np.array(entry.centers, dtype=np.float64)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def shares() -> list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]:

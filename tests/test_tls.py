@@ -33,6 +33,7 @@ from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.data import synthetic
+from fedclust.demo import free_port as _free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate
@@ -62,15 +63,6 @@ class TlsServer(ServerThread):
 
 def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -25,7 +25,7 @@ from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystRole, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.protocol.messages import ErrorDetail
-from fedclust.protocol.tls import certificate_mismatch
+from fedclust.protocol.tls import certificate_mismatch, certified_member
 
 __all__ = [
     "Admin",
@@ -86,6 +86,7 @@ class Authenticator:
             a.token_sha256: AnalystIdentity(a.name, a.role) for a in settings.analysts
         }
         self._configured: dict[str, str] = {p.id: p.token_sha256 for p in settings.participants}
+        self._tls = settings.tls
         self._memberships: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self._by_digest: dict[str, Identity] = {}
@@ -137,6 +138,17 @@ class Authenticator:
         """Whether ``token`` is any configured caller's (the body guard's question)."""
         return self.identify(token) is not None
 
+    def certified(self, scope: Mapping[str, Any]) -> ParticipantIdentity | None:
+        """The member whose client certificate alone authenticates a request without a
+        token, where ``[tls] participant_auth = "certificate"`` (:func:`certified_member`)."""
+        pid = certified_member(scope, tls=self._tls, is_member=self.is_member)
+        return None if pid is None else ParticipantIdentity(pid)
+
+    def knows_certificate(self, scope: Mapping[str, Any]) -> bool:
+        """Whether a request's client certificate alone identifies a member (the body guard's
+        question for a request without a token)."""
+        return self.certified(scope) is not None
+
     def contacted(self, participant: str) -> None:
         """Note an authenticated request from ``participant`` now (kept in memory)."""
         self.last_contact[participant] = datetime.now(UTC)
@@ -171,12 +183,18 @@ async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
-    """The caller's identity; 401 without a known bearer token."""
+    """The caller's identity; 401 without a known bearer token (or, where the service lets a
+    certificate stand for the token, a client certificate naming a member)."""
+    authenticator: Authenticator = request.app.state.authenticator
+    if credentials is None:
+        certified = authenticator.certified(request.scope)
+        if certified is not None:
+            authenticator.contacted(certified.id)
+            return certified
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED, "a bearer token is required", headers=_UNAUTHENTICATED
         )
-    authenticator: Authenticator = request.app.state.authenticator
     identity = authenticator.identify(credentials.credentials)
     if identity is None:
         raise HTTPException(

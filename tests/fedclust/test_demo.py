@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from fedclust.cli import main
+from fedclust.demo import free_port
 
 # Five Python processes: ~15-30 s on 2 cores (in the default run: the README's main job).
 
@@ -94,3 +96,14 @@ def test_demo_refuses_an_unknown_protection(capsys: pytest.CaptureFixture[str]) 
         main(["demo", "--protection", "rot13"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'rot13'" in capsys.readouterr().err
+
+
+def test_free_ports_lie_below_the_ephemeral_range_and_are_never_handed_out_twice() -> None:
+    """Outgoing connections take local ports from the ephemeral range: a port drawn there
+    could be taken between the draw and the service's bind (a CI run lost a test to it)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    assert all(1024 <= port < low for port in ports)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", ports[-1]))  # free when handed out

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from fedclust.client import AnalystConfig
 from fedclust.coordinator.app import create_app
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.settings import CountingSettings
+from fedclust.demo import free_port
 from fedclust.participant.config import ParticipantConfig
 
 COUNTING_TOKEN = "counting-token-kept-secret-1f3a"
@@ -377,13 +377,6 @@ def test_starting_the_coordinator_logs_no_token(
 
 
 # -- the services started from the environment ---------------------------------------------
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + 60
     while True:
