@@ -40,6 +40,11 @@ def dropped(participant: object) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
+def dropout_note(name: str, during: str, reason: str) -> str:
+    """The result's note on a participant that dropped out ``during`` a stage."""
+    return f"participant {name!r} dropped out {during} ({reason}); the job went on without it"
+
+
 def present(participants: Sequence[P]) -> list[P]:
     """The participants that have not dropped out of the job."""
     return [p for p in participants if dropped(p) is None]

@@ -4,10 +4,10 @@ Every participant answers a ``declare`` task with its
 :class:`protocol.declaration.Declaration`, in the clear (the disclosure ledger lists the
 bounds as ``declared``). From then on the coordinator relies on those public bounds only, so
 whatever it refuses or derives is a function of the job and the declarations, never of a
-participant's rows. In a clustering job a participant that does not answer in time drops
-out (the job then goes on over those left, ``coordinator.job``) and the bounds are those of
-the participants that declared; FedCRef and fed-distill need everyone's declaration. A
-refusal fails the job.
+participant's rows. A participant that does not answer in time drops out (the job then goes
+on over those left: ``coordinator.job``; FedCRef and fed-distill jobs run their driver over
+those that declared, ``coordinator.runner``) and the bounds are those of the participants
+that declared. A refusal fails the job.
 
 Bounds of the fixed-point encodings (``coordinator.secure_sum.field_encodings``):
 
@@ -42,7 +42,7 @@ from typing import Final, Protocol
 
 import numpy as np
 
-from fedclust.coordinator._rounds import gather_present, gather_required
+from fedclust.coordinator._rounds import gather_present
 from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.declaration import Declaration
 from fedclust.protocol.errors import RefusedError
@@ -51,9 +51,6 @@ from fedclust.protocol.messages import JobCreate
 
 __all__ = ["MODEL_PARAMETER_BOUND", "DeclaringParticipant", "JobBounds", "declare_job"]
 
-#: Jobs that start only once every participant has declared (their drivers take no dropout
-#: before their first round).
-_EVERYONE: Final = frozenset({"fedcref", "fed-distill"})
 #: B of a 'fedcref' job without ``value_bound``: the bound on |model parameter|.
 MODEL_PARAMETER_BOUND: Final = 1000.0
 
@@ -106,12 +103,11 @@ def declare_job(
 ) -> JobBounds:
     """Ask every participant's declaration, check the job against them, derive N and B.
 
-    In a clustering job a participant that does not answer drops out of the job (its
-    ``dropped`` reason set by the remote proxy); the bounds come from the others'
-    declarations.
+    A participant that does not answer drops out of the job (its ``dropped`` reason set by
+    the remote proxy); the bounds come from the others' declarations.
 
     Raises:
-        UnavailableError: a participant of a FedCRef or fed-distill job did not answer.
+        UnavailableError: no participant answered.
         RefusedError: a participant refuses to declare (its roster rule, its policy), or
             would refuse every round of 'ffcm' by its declared size rule.
         ValueError: an override of the job is below what a declaration needs.
@@ -119,10 +115,7 @@ def declare_job(
     def ask(p: DeclaringParticipant) -> Declaration:
         return p.declare(spec.participants)
 
-    if spec.algorithm in _EVERYONE:
-        answers, names = gather_required(participants, ask), tuple(p.name for p in participants)
-    else:
-        answers, names = gather_present(participants, ask)
+    answers, names = gather_present(participants, ask)
     declarations = dict(zip(names, answers, strict=True))
     for name, d in declarations.items():
         if spec.max_rows is not None and spec.max_rows < d.row_bound:

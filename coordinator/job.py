@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from fedclust.coordinator._rounds import (
+    dropout_note,
     dropped,
     gather_present,
     gather_required,
@@ -122,10 +123,7 @@ def run_job(
             reason = dropped(p)
             if reason is not None and p.name not in noted:
                 noted.add(p.name)
-                notes.append(
-                    f"participant {p.name!r} dropped out {during} ({reason}); the job went "
-                    "on without it"
-                )
+                notes.append(dropout_note(p.name, during, reason))
         require_cohort(participants)
 
     stage("declaring")

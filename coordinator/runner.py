@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from fedclust.coordinator._rounds import dropout_note, require_cohort
 from fedclust.coordinator.broker import (
     Broker,
     BrokerClosedError,
@@ -128,26 +129,37 @@ class JobRunner:
             if summation is not None and self._metrics is not None:
                 summation = ObservedSummation(summation, self._metrics, spec.protection)
             secure_notes = [] if summation is None else summation.notes
+            declared, left_out = remotes, []
             if spec.algorithm in ("fedcref", "fed-distill"):  # run_job declares the others
                 on_progress("declaring", None, None)
                 bounds = declare_job(remotes, spec, n_features=job.n_features)
                 if summation is not None:
                     summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
+                # The driver runs over those that declared (after a dropout, at least 3).
+                declared = require_cohort(remotes)
+                left_out = [
+                    dropout_note(p.name, "at the declaration", p.dropped)
+                    for p in remotes if p.dropped is not None
+                ]
             if spec.algorithm == "fedcref":
                 on_progress("fedcref iteration 1", None, None)
                 fedcref = run_fedcref_job(
-                    remotes, spec, summation=summation,
+                    declared, spec, summation=summation,
                     on_iteration=lambda it: on_progress(
                         f"fedcref iteration {it + 1}", None, None
                     ),
                 )
-                document = fedcref_result_document(fedcref, spec, secure_notes=secure_notes)
+                document = fedcref_result_document(
+                    fedcref, spec, secure_notes=[*left_out, *secure_notes]
+                )
             elif spec.algorithm == "fed-distill":
                 result = run_distill_job(
-                    remotes, spec, summation=summation,
+                    declared, spec, summation=summation,
                     on_stage=lambda stage: on_progress(stage, None, None),
                 )
-                document = distill_result_document(result, spec, secure_notes=secure_notes)
+                document = distill_result_document(
+                    result, spec, secure_notes=[*left_out, *secure_notes]
+                )
             else:
                 outcome = run_job(
                     remotes, spec, total_count=lambda: self._counting.total(job_id),

@@ -29,6 +29,7 @@ from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
+from fedclust.demo import free_port
 from fedclust.protocol.messages import JobCreate, JobPublic
 from tests._servers import ServerThread
 from tests.test_e2e_http import (
@@ -37,7 +38,6 @@ from tests.test_e2e_http import (
     Agents,
     _centers,
     client_of,
-    free_port,
     simulated,
     write_files,
 )

@@ -34,6 +34,7 @@ from fedclust.client import AnalystClient
 from fedclust.config_files import FederationFiles
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.demo import free_port
 from fedclust.protocol.messages import JobCreate, JobProgress
 from tests._servers import ServerThread
 from tests.test_e2e_http import (
@@ -42,7 +43,6 @@ from tests.test_e2e_http import (
     Agents,
     _centers,
     client_of,
-    free_port,
     simulated,
     write_files,
 )

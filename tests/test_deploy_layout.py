@@ -64,6 +64,7 @@ class Service:
     mounts: dict[str, Path] = field(default_factory=dict)  # container path -> local path
     read_only: list[Path] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
+    healthcheck: list[str] = field(default_factory=list)  # the command after "CMD"
 
     def local(self, text: str) -> str:
         """``text`` with every container path of a mount replaced, longest first."""
@@ -102,6 +103,10 @@ class Layout:
 
     def _service(self, name: str, spec: dict[str, Any]) -> Service:
         service = Service(name, list(spec["command"]), self.tmp / name)
+        if "healthcheck" in spec:
+            test = list(spec["healthcheck"]["test"])
+            assert test[0] == "CMD", f"{name}: the healthcheck is not an exec form"
+            service.healthcheck = test[1:]
         files: list[tuple[Path, str]] = []
         for volume in spec["volumes"]:
             source, target, *mode = volume.split(":")
@@ -173,11 +178,26 @@ def layout(tmp_path: Path) -> Iterator[Layout]:
                 path.chmod(0o644)
 
 
+def _environment(service: Service) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDCLUST_")}
+    env.update(service.environment, FEDCLUST_LOG_FORMAT="json")
+    return env
+
+
+def _healthy(service: Service) -> subprocess.CompletedProcess[str]:
+    """Run the service's compose healthcheck as the container would (``python``: this one)."""
+    command = [service.local(arg) for arg in service.healthcheck]
+    assert command[0] == "python", command
+    return subprocess.run(
+        [sys.executable, *command[1:]], cwd=service.mounts[WORKDIR], env=_environment(service),
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
 def _start(layout: Layout, service: Service) -> subprocess.Popen[bytes]:
     command = [service.local(arg) for arg in service.command]
     log = (layout.tmp / f"{service.name}.log").open("wb")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FEDCLUST_")}
-    env.update(service.environment, FEDCLUST_LOG_FORMAT="json")
+    env = _environment(service)
     with log:
         return subprocess.Popen(
             [sys.executable, "-m", "fedclust", *command],
@@ -219,6 +239,11 @@ def test_compose_layout_runs_a_job_with_read_only_configs(layout: Layout) -> Non
             procs[service.name] = _start(layout, service)
         _wait(f"{counting}/readyz", procs, layout)
         _wait(f"{coordinator}/readyz", procs, layout)
+        checked = [service for service in layout.services if service.healthcheck]
+        assert {service.name for service in checked} == {"counting", "coordinator"}
+        for service in checked:
+            result = _healthy(service)
+            assert result.returncode == 0, (service.name, result.stderr)
         deadline = time.monotonic() + 60
         while True:
             listed = httpx.get(f"{coordinator}/api/v1/participants", headers=analyst).json()
@@ -348,8 +373,12 @@ def test_helm_chart_renders(tmp_path: Path) -> None:
     for doc in rendered["services"]:
         if doc["kind"] == "Deployment":
             container = doc["spec"]["template"]["spec"]["containers"][0]
-            assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-            assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+            component = doc["metadata"]["labels"]["app.kubernetes.io/component"]
+            probe = ["python", "-m", "fedclust.probe",
+                     "coordinator" if component == "coordinator" else "counter",
+                     "--config", f"/etc/fedclust/{component}.toml"]
+            assert container["readinessProbe"]["exec"]["command"] == probe
+            assert container["livenessProbe"]["exec"]["command"] == [*probe, "--live"]
             assert container["securityContext"]["readOnlyRootFilesystem"] is True
     agent = [d for d in rendered["hospital-a"] if d["kind"] == "StatefulSet"]
     assert len(agent) == 1

@@ -25,11 +25,12 @@ from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
+from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate
 from tests._servers import ServerThread
-from tests.test_e2e_http import client_of, free_port
+from tests.test_e2e_http import client_of
 
 IDS = ("org-a", "org-b", "org-c", "org-d")
 GONE = "org-d"
@@ -41,6 +42,7 @@ class Federation:
     """Four agents (each with its stop event), the two services and an analyst client."""
 
     stops: dict[str, threading.Event]
+    threads: dict[str, threading.Thread]
     client: AnalystClient
 
 
@@ -64,24 +66,24 @@ def _federation(tmp_path: Path) -> Iterator[Federation]:
         int(files.coordinator_url.rsplit(":", 1)[1]),
     ).start()
     stops = {pid: threading.Event() for pid in IDS}
-    threads = [
-        threading.Thread(
+    threads = {
+        pid: threading.Thread(
             target=run_agent, args=(ParticipantConfig.from_file(files.participants[pid]),),
             kwargs={"stop": stops[pid], "poll_wait": 0.5}, daemon=True,
         )
         for pid in IDS
-    ]
-    for thread in threads:
+    }
+    for thread in threads.values():
         thread.start()
     client = client_of(files)
     try:
         client.wait_enrolled(list(IDS), timeout=60)
-        yield Federation(stops, client)
+        yield Federation(stops, threads, client)
     finally:
         client.close()
         for stop in stops.values():
             stop.set()
-        for thread in threads:
+        for thread in threads.values():
             thread.join(timeout=30)
         coordinator.stop()
         counting.stop()
@@ -127,6 +129,8 @@ def test_a_participant_down_when_the_job_starts_drops_out_at_the_declaration(
     with _federation(tmp_path) as federation:
         client = federation.client
         federation.stops[GONE].set()
+        federation.threads[GONE].join(timeout=30)  # not polling when the job is submitted
+        assert not federation.threads[GONE].is_alive()
         spec = JobCreate(algorithm=algorithm, participants=list(IDS), k_range=(2, 3), seed=2,
                          max_rounds=20)
         assert spec.protection == "masking"

@@ -29,12 +29,12 @@ from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.data.federations import Federation
+from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate
 from fedclust.simulate import simulate
 from tests._servers import ServerThread
-from tests.test_e2e_http import free_port
 
 SEED = 5
 FOUNDERS = ("hospital-a", "hospital-b", "hospital-c")

@@ -28,7 +28,7 @@ GOOD = f"""
 port = 8800
 database_url = "sqlite:///state/coordinator.db"
 counting_url = "http://127.0.0.1:8701"
-counting_token = "tok"
+counting_token = "counting-secret-7q"
 task_timeout_seconds = 5
 
 [[analysts]]
@@ -48,7 +48,7 @@ def test_from_file_reads_everything(tmp_path: Path) -> None:
     assert s.database_url == f"sqlite:///{tmp_path.resolve() / 'state' / 'coordinator.db'}"
     assert s.analysts == (AnalystCredential("alice", HASH_A),)
     assert s.participants == (ParticipantCredential("hospital-a", HASH_P),)  # lowercased
-    assert "tok" not in repr(s) and HASH_A not in repr(s)
+    assert "counting-secret-7q" not in repr(s) and HASH_A not in repr(s)
 
 
 def test_token_sha256_is_the_hex_digest() -> None:
@@ -60,7 +60,7 @@ def test_token_sha256_is_the_hex_digest() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "match"),
     [
-        ('counting_token = "tok"', 'counting_token = ""', "counting_token"),
+        ('counting_token = "counting-secret-7q"', 'counting_token = ""', "counting_token"),
         (f'token_sha256 = "{HASH_A}"', 'token_sha256 = ""', "token_sha256"),
         (f'token_sha256 = "{HASH_A}"', 'token_sha256 = "abc"', "64 hexadecimal"),
         ('id = "hospital-a"', 'id = "bad id!"', "participant id"),
