@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.client import AnalystClient  # noqa: E402
 from fedclust.coordinator.distill_job import masked_soft_sums  # noqa: E402
+from fedclust.coordinator.distillation import run_fed_distill  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
 from fedclust.participant import dispatch  # noqa: E402
@@ -27,6 +28,7 @@ from fedclust.protocol.messages import (  # noqa: E402
     JobPublic,
     WireArray,
 )
+from tests.deep._down import run_with_one_down  # noqa: E402
 from tests.deep._ledger import assert_only_masked_inputs  # noqa: E402
 
 SEED = 3
@@ -181,3 +183,27 @@ def test_a_restarted_agent_resumes_with_its_saved_classifier(tmp_path: Path) -> 
     damaged = DistillTasks(X, y.astype(np.int64), name="p", store=store)
     reply = dispatch.answer(_local(damaged, X), soft)
     assert isinstance(reply, msg.RefusalReply) and "damaged" in reply.reason
+
+
+def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path) -> None:
+    """Nine members enrol, one agent stops before a masked job is submitted: after one task
+    timeout at the declaration the job groups the other eight as the driver groups them."""
+    fed = ds.distill_federation(ds.load_dataset("digits"), kind="mlp", seed=SEED, **SETUP)
+    names = [p.name for p in fed.participants]
+    gone = names[1]
+    params = DistillParams(public=WireArray.of(fed.public), n_classes=10, epochs=EPOCHS)
+    spec = JobCreate(algorithm="fed-distill", participants=names, seed=SEED, distill=params)
+    assert spec.protection == "masking"
+    # The test reads each simulated participant's rows to hand the same data to the agents.
+    parts = [p._X for p in fed.participants]
+    labels = [p._y for p in fed.participants]
+    doc = run_with_one_down(tmp_path, spec, parts, labels, gone=gone)
+    assert any(n.startswith(f"participant '{gone}' dropped out at the declaration")
+               for n in doc.notes), doc.notes
+    alone = run_fed_distill(
+        [p for p in fed.participants if p.name != gone], fed.public,
+        distance_threshold=params.distance_threshold, temperature=params.temperature,
+        epochs=EPOCHS, mode=params.mode, seed=SEED,
+    )
+    assert len(alone.groups) == SETUP["groups"]  # gone's group lost a member, not its group
+    assert doc.groups == [list(g) for g in alone.groups], doc.notes

@@ -3,7 +3,6 @@ and the wire carries what the ledger says: models and scores plain, group sums m
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,11 @@ torch = pytest.importorskip("torch")
 
 from sklearn.datasets import load_digits  # noqa: E402
 
-from fedclust.asgi import InProcessApp  # noqa: E402
-from fedclust.client import AnalystClient, AnalystConfig  # noqa: E402
-from fedclust.config_files import write_federation  # noqa: E402
-from fedclust.coordinator.app import create_app as create_coordinator  # noqa: E402
+from fedclust.client import AnalystClient  # noqa: E402
 from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref  # noqa: E402
-from fedclust.coordinator.settings import CoordinatorSettings  # noqa: E402
-from fedclust.counting.app import create_app as create_counting  # noqa: E402
-from fedclust.counting.settings import CountingSettings  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
 from fedclust.participant import dispatch  # noqa: E402
-from fedclust.participant.agent import run_agent  # noqa: E402
-from fedclust.participant.config import ParticipantConfig  # noqa: E402
 from fedclust.participant.deep.autoencoder import TrainConfig  # noqa: E402
 from fedclust.participant.deep.fedcref_local import FedCRefLocal  # noqa: E402
 from fedclust.participant.fedcref_tasks import FedCRefTasks  # noqa: E402
@@ -40,6 +31,7 @@ from fedclust.protocol.messages import (  # noqa: E402
     JobPublic,
     ResultDocument,
 )
+from tests.deep._down import run_with_one_down  # noqa: E402
 from tests.deep._ledger import assert_only_masked_inputs  # noqa: E402
 
 SEED = 4
@@ -261,57 +253,14 @@ def test_a_member_down_at_submission_drops_out_at_the_declaration(
     finds over those four alone."""
     names, parts, labels = federation
     gone = names[2]  # the other four end with a group of three members (a masked sum)
-    survivors = [n for n in names if n != gone]
-    shares = {}
-    for name, X, y in zip(names, parts, labels, strict=True):
-        np.save(tmp_path / f"{name}.npy", np.column_stack([X, y]))
-        shares[name] = f"{name}.npy"
-    files = write_federation(
-        tmp_path, data=shares, coordinator_port=8700, counting_port=8701,
-        label_column=parts[0].shape[1], task_timeout_seconds=5,
-    )
-    stops = {name: threading.Event() for name in names}
-    counting_app = create_counting(CountingSettings.from_file(files.counting))
-    with InProcessApp(counting_app, counting_app.router.lifespan_context) as counting:
-        coordinator_app = create_coordinator(
-            CoordinatorSettings.from_file(files.coordinator),
-            counting_transport=counting.transport(),
-        )
-        with InProcessApp(coordinator_app, coordinator_app.router.lifespan_context) as app:
-            agents = {
-                name: threading.Thread(
-                    target=run_agent, args=(ParticipantConfig.from_file(path),),
-                    kwargs={"stop": stops[name], "transport": app.transport(),
-                            "counting_transport": counting.transport(), "poll_wait": 0.5},
-                    daemon=True,
-                )
-                for name, path in files.participants.items()
-            }
-            for agent in agents.values():
-                agent.start()
-            config = AnalystConfig(files.coordinator_url, files.analyst_token)
-            try:
-                with AnalystClient(config, transport=app.transport()) as client:
-                    client.wait_enrolled(names, timeout=60)
-                    stops[gone].set()
-                    agents[gone].join(timeout=30)  # stopped before the job is submitted
-                    assert not agents[gone].is_alive()
-                    spec = JobCreate(algorithm="fedcref", participants=names, seed=SEED,
-                                     fedcref=PARAMS)
-                    assert spec.protection == "masking"
-                    job = client.follow(client.submit(spec).id, poll=0.1, timeout=300)
-                    assert job.state == "succeeded", job.error
-                    doc = client.result(job.id)
-            finally:
-                for stop in stops.values():
-                    stop.set()
-                for agent in agents.values():
-                    agent.join(timeout=30)
+    spec = JobCreate(algorithm="fedcref", participants=names, seed=SEED, fedcref=PARAMS)
+    assert spec.protection == "masking"
+    doc = run_with_one_down(tmp_path, spec, parts, labels, gone=gone)
     assert any(n.startswith(f"participant '{gone}' dropped out at the declaration")
                for n in doc.notes), doc.notes
     locals_ = [
         FedCRefLocal(X, name=n, initial="labels", labels=y, config=TrainConfig(epochs=8))
-        for n, X, y in zip(names, parts, labels, strict=True) if n in survivors
+        for n, X, y in zip(names, parts, labels, strict=True) if n != gone
     ]
     alone = run_fedcref(
         locals_, hidden=PARAMS.hidden, alpha=PARAMS.alpha, theta=PARAMS.theta, tau=PARAMS.tau,
