@@ -151,10 +151,10 @@ class TlsSettings:
         required = table.get("require_client_certificate", False)
         if not isinstance(required, bool):
             raise ValueError("[tls] require_client_certificate must be true or false.")
-        auth = table.get("participant_auth", "token")
-        if auth not in _PARTICIPANT_AUTH:
-            raise ValueError('[tls] participant_auth must be "token" or "certificate".')
-        settings = cls(**paths, require_client_certificate=required, participant_auth=auth)
+        settings = cls(
+            **paths, require_client_certificate=required,
+            participant_auth=table.get("participant_auth", "token"),  # checked by the class
+        )
         settings._load_files()
         return settings
 
@@ -281,7 +281,7 @@ def certified_member(
     if tls.participant_auth != "certificate":
         return None
     names = certificate_names(scope)
-    members = sorted(name for name in names or () if is_member(name))
+    members = [name for name in names or () if is_member(name)]
     return members[0] if len(members) == 1 else None
 
 
