@@ -33,10 +33,14 @@ def run_with_one_down(
     labels: Sequence[np.ndarray],
     *,
     gone: str,
-    timeout: float = 5.0,
+    timeout: float = 10.0,
 ) -> ResultDocument:
     """The result of ``spec`` (its participants hold ``parts`` with ``labels``, in order)
-    with ``gone``'s agent stopped before submission; the job must succeed."""
+    with ``gone``'s agent stopped before submission; the job must succeed.
+
+    ``timeout`` is every task's: the agents' local training must finish within it also on a
+    loaded machine, or a member drops out in a later round (which fails these jobs).
+    """
     names = list(spec.participants)
     shares = {}
     for name, X, y in zip(names, parts, labels, strict=True):
