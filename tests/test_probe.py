@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import pytest
@@ -28,11 +29,11 @@ from fedclust.protocol.tls import TlsSettings
 from tests._servers import ServerThread
 
 
-def _federation(root: Path, tls: str) -> FederationFiles:
+def _federation(root: Path, tls: Literal["none", "mutual"]) -> FederationFiles:
     data = {"hospital-a": "a.csv", "hospital-b": "b.csv", "hospital-c": "c.csv"}  # unread
     return write_federation(
         root, data=data, coordinator_port=free_port(), counting_port=free_port(),
-        tls=tls,  # type: ignore[arg-type]
+        tls=tls,
     )
 
 
@@ -42,7 +43,7 @@ def _port(url: str) -> int:
 
 @pytest.mark.parametrize("tls", ["none", "mutual"])
 def test_the_probe_passes_a_ready_service_and_fails_one_whose_counting_service_is_down(
-    tmp_path: Path, tls: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tls: Literal["none", "mutual"], capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = _federation(tmp_path, tls)
     counting_settings = CountingSettings.from_file(files.counting)
@@ -66,13 +67,13 @@ def test_the_probe_passes_a_ready_service_and_fails_one_whose_counting_service_i
         try:
             assert main(["counter", "--config", str(files.counting)]) == 0
             assert main(["coordinator", "--config", str(files.coordinator)]) == 0
+            if tls == "mutual":  # control: a plain client is refused at the handshake
+                with pytest.raises(httpx.TransportError), httpx.Client(verify=False) as http:
+                    http.get(f"{files.coordinator_url}/readyz")
         finally:
             counting.stop()
     finally:
         coordinator.stop()
-    if tls == "mutual":  # control: without a client certificate the handshake is refused
-        with pytest.raises(httpx.TransportError), httpx.Client(verify=False) as http:
-            http.get(f"{files.coordinator_url}/readyz")
 
 
 def test_nothing_listening_and_another_certificate_fail_the_probe(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,18 +90,25 @@ class Federation:
         )
 
 
-@pytest.fixture(scope="module")
-def mutual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
-    """Coordinator, counting service and three agents, all under mutual TLS."""
-    root = tmp_path_factory.mktemp("mtls")
+def write_mutual(root: Path, *, seed: int) -> FederationFiles:
+    """A loopback federation of ``IDS`` under mutual TLS, with shares of the motivational
+    example."""
     data = {}
-    for pid, (X, _y) in zip(IDS, synthetic.motivational(seed=3), strict=True):
+    for pid, (X, _y) in zip(IDS, synthetic.motivational(seed=seed), strict=True):
         np.savetxt(root / f"{pid}.csv", X, fmt="%.17g", delimiter=",", header="x,y", comments="")
         data[pid] = f"{pid}.csv"
-    files = write_federation(
+    return write_federation(
         root, data=data, columns=["x", "y"], coordinator_port=_free_port(),
         counting_port=_free_port(), task_timeout_seconds=60, tls="mutual",
     )
+
+
+@contextmanager
+def serve_mutual(
+    files: FederationFiles, *, wrap: Callable[[str, Any], Any] = lambda _name, app: app
+) -> Iterator[tuple[TlsServer, TlsServer]]:
+    """The coordinator and counting service of ``files`` (each app passed through
+    ``wrap(name, app)``) on their ports, and every agent in a thread; yields the servers."""
     counting_settings = CountingSettings.from_file(files.counting)
     coordinator_settings = CoordinatorSettings.from_file(files.coordinator)
     stop = threading.Event()
@@ -113,22 +121,30 @@ def mutual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
     ]
     with (
         TlsServer(
-            create_counting(counting_settings), counting_settings.tls,
+            wrap("counting", create_counting(counting_settings)), counting_settings.tls,
             _port(files.counting_url),
         ) as counting,
         TlsServer(
-            create_coordinator(coordinator_settings), coordinator_settings.tls,
-            _port(files.coordinator_url),
+            wrap("coordinator", create_coordinator(coordinator_settings)),
+            coordinator_settings.tls, _port(files.coordinator_url),
         ) as coordinator,
     ):
         for agent in agents:
             agent.start()
         try:
-            yield Federation(files, coordinator, counting)
+            yield coordinator, counting
         finally:
             stop.set()
             for agent in agents:
                 agent.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def mutual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
+    """Coordinator, counting service and three agents, all under mutual TLS."""
+    files = write_mutual(tmp_path_factory.mktemp("mtls"), seed=3)
+    with serve_mutual(files) as (coordinator, counting):
+        yield Federation(files, coordinator, counting)
 
 
 def test_a_job_runs_under_mutual_tls(mutual: Federation) -> None:

@@ -10,30 +10,22 @@ revoked, are refused (401) by both services, before a body is read.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 
 from fedclust import pki
 from fedclust.client import AnalystClient, AnalystConfig
-from fedclust.config_files import FederationFiles, write_federation
-from fedclust.coordinator.app import create_app as create_coordinator
+from fedclust.config_files import FederationFiles
 from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
-from fedclust.data import synthetic
-from fedclust.demo import free_port
-from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate
 from fedclust.protocol.tls import TlsSettings, certificate_names, certified_member
-from tests.test_tls import IDS, TlsServer
+from tests.test_tls import IDS, TlsServer, serve_mutual, write_mutual
 
 CERTIFICATE_AUTH = 'participant_auth = "certificate"'
 
@@ -97,45 +89,19 @@ def _take_certificates(files: FederationFiles) -> None:
 
 @pytest.fixture(scope="module")
 def certified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Certified]:
-    root = tmp_path_factory.mktemp("certified")
-    data = {}
-    for pid, (X, _y) in zip(IDS, synthetic.motivational(seed=5), strict=True):
-        np.savetxt(root / f"{pid}.csv", X, fmt="%.17g", delimiter=",", header="x,y", comments="")
-        data[pid] = f"{pid}.csv"
-    files = write_federation(
-        root, data=data, columns=["x", "y"], coordinator_port=free_port(),
-        counting_port=free_port(), task_timeout_seconds=60, tls="mutual",
-    )
+    files = write_mutual(tmp_path_factory.mktemp("certified"), seed=5)
     _take_certificates(files)
-    counting_settings = CountingSettings.from_file(files.counting)
-    coordinator_settings = CoordinatorSettings.from_file(files.coordinator)
-    assert coordinator_settings.tls.participant_auth == "certificate"
+    assert CoordinatorSettings.from_file(files.coordinator).tls.participant_auth == "certificate"
     configs = [ParticipantConfig.from_file(path) for path in files.participants.values()]
     assert all(c.token is None and c.auth_headers == {} for c in configs)
-    counting_watch = Watch(create_counting(counting_settings))
-    coordinator_watch = Watch(create_coordinator(coordinator_settings))
-    stop = threading.Event()
-    agents = [
-        threading.Thread(
-            target=run_agent, args=(config,), kwargs={"stop": stop, "poll_wait": 2.0},
-            daemon=True,
-        )
-        for config in configs
-    ]
-    with (
-        TlsServer(counting_watch, counting_settings.tls,
-                  int(files.counting_url.rsplit(":", 1)[1])) as counting,
-        TlsServer(coordinator_watch, coordinator_settings.tls,
-                  int(files.coordinator_url.rsplit(":", 1)[1])) as coordinator,
-    ):
-        for agent in agents:
-            agent.start()
-        try:
-            yield Certified(files, coordinator, counting, coordinator_watch, counting_watch)
-        finally:
-            stop.set()
-            for agent in agents:
-                agent.join(timeout=30)
+    watches: dict[str, Watch] = {}
+
+    def watched(name: str, app: Any) -> Watch:
+        watches[name] = Watch(app)
+        return watches[name]
+
+    with serve_mutual(files, wrap=watched) as (coordinator, counting):
+        yield Certified(files, coordinator, counting, watches["coordinator"], watches["counting"])
 
 
 def test_agents_without_tokens_run_a_masked_job_on_their_certificates(
