@@ -12,20 +12,31 @@ One run, one machine, three measurements:
    agents in one process over in-process HTTP (``fedclust.inprocess``).
 3. Paillier throughput: values per second encrypted packed (``crypto.paillier``) vs one value
    per ciphertext (phe's ``encrypt(float)``), 2048-bit key.
+4. Wider sums (issue 20): the same job on ``--wide-rows`` rows per participant, once in small
+   units (the blobs / 16, |x| <= 1: every per-round field in one 64-bit word, the encoding
+   before wider rings) and once times 2^40 (values to ~1e13, as in natural units: two words
+   per round).
+   Both jobs do the same clustering work (FCM is scale-equivariant, eps = 0), so the ratio
+   natural/small of a protection is the cost of its wider sums; each against ``none`` too.
+   Then one masked sum alone (encode, mask, add, unmask, decode; 3 parties) of
+   ``--sum-values`` values in 1, 2 and 3 words.
 
-Ratios are against no protection (1, 2) and per-value Paillier (3). Issue 4's aims: masking
-within 1.2x of plaintext end to end, packed Paillier at least 10x per-value throughput.
+Ratios are against no protection (1, 2, 4), per-value Paillier (3), and one word (4). Issue 4's
+aims: masking within 1.2x of plaintext end to end, packed Paillier at least 10x per-value
+throughput; issue 20's: wider sums within 1.3x of one word on the same job.
 
 Job times are medians [ranges] of ``--repeats`` (at least 5) runs, the three protections
 interleaved (``benchmarks._timing``); Paillier throughput is one run of each encoding.
 
 Usage: python -m benchmarks.bench_protection [--algorithm ffcm|fedfcm|fkm] [--rows 200000]
-       [--rounds 5] [--repeats 5] [--service-rows 20000]
+       [--rounds 5] [--repeats 5] [--service-rows 20000] [--wide-rows 200000]
+       [--sum-values 100000] [--only-wide]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections.abc import Callable
 
@@ -35,9 +46,20 @@ from phe import paillier
 
 from benchmarks._blobs import blobs
 from benchmarks._timing import Timing, interleaved
+from fedclust.coordinator.secure_sum import field_encodings
+from fedclust.crypto.fixedpoint import Statistic, decode, encode
+from fedclust.crypto.masking import IdentityKey, JobConfig, MaskingClient, MaskingServer
 from fedclust.crypto.paillier import PaillierKeyPair, SlotSpec, encrypt_vector
+from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
-from fedclust.protocol.messages import Algorithm, JobCreate, ProtectionScheme
+from fedclust.protocol.declaration import row_bucket
+from fedclust.protocol.messages import (
+    Algorithm,
+    FcmSumsTask,
+    JobCreate,
+    ProtectionScheme,
+    WireArray,
+)
 from fedclust.simulate import job_spec, simulate
 
 K, D, PARTIES = 5, 8, 3
@@ -86,6 +108,88 @@ def paillier_throughput(values: int, baseline_values: int) -> tuple[float, float
     return packed, per_value
 
 
+def wide_jobs(
+    algorithm: Algorithm, rows: int, rounds: int, repeats: int
+) -> dict[str, Timing]:
+    """The same job in small units and times 2^40, under every protection, interleaved."""
+    fed = blobs(PARTIES, rows, k=K, d=D)
+    small = Federation(name=f"{fed.name}/16", parts=tuple(p / 16 for p in fed.parts))
+    scaled = Federation(name=f"{fed.name}x2^40", parts=tuple(p * 2.0**40 for p in fed.parts))
+    runs: dict[str, Callable[[], object]] = {}
+    for units, fed in (("small", small), ("natural", scaled)):
+        for scheme in SCHEMES:
+            def once(fed: Federation = fed, scheme: ProtectionScheme = scheme) -> object:
+                return simulate(
+                    fed, algorithm=algorithm, ks=[K], seed=1, eps=0.0, max_rounds=rounds,
+                    protection=scheme,
+                )
+
+            runs[f"{units} {scheme}"] = once
+    return interleaved(runs, repeats)
+
+
+def fcm_words(rows: int, value_bound: float) -> dict[str, int]:
+    """The words of a round's FCM sums for the job's declared bounds (powers of two)."""
+    encoding = field_encodings(
+        FcmSumsTask(centers=WireArray.of(np.zeros((K, D))), m=2.0), n_features=D,
+        n_parties=PARTIES, max_rows=row_bucket(rows), value_bound=value_bound,
+    )
+    return {e.name: e.words for e in encoding}
+
+
+def one_sum(values: int, repeats: int) -> dict[int, Timing]:
+    """One masked sum of ``values`` values among 3 parties, per ring width in words."""
+    names = tuple(f"org-{i}" for i in range(PARTIES))
+    keys = {p: IdentityKey.generate() for p in names}
+    public = {p: k.public_bytes() for p, k in keys.items()}
+    rng = np.random.default_rng(0)
+    data = {p: rng.uniform(-1e3, 1e3, size=values) for p in names}
+    config = JobConfig("bench", names, None, 2)
+    clients = {p: MaskingClient(config, p, keys[p], public) for p in names}
+    server = MaskingServer(config, public)
+    listed = server.receive_adverts([c.advertise() for c in clients.values()])
+    for c in clients.values():
+        c.receive_adverts(listed)
+    rounds = iter(range(1, 10_000))
+
+    def secure_sum(words: int) -> None:
+        stat = Statistic("x", 40, 1e3, words)
+        r = next(rounds)
+        rnd = server.begin(r, names, {"x": words})
+        for p in names:
+            encoded = {"x": encode(stat, data[p])}
+            rnd.receive_masked_input(clients[p].masked_input(r, names, encoded, {"x": words}))
+        request, inboxes = rnd.unmask_request()
+        for p in names:
+            rnd.receive_unmask_response(clients[p].unmask(request, inboxes[p]))
+        decode(stat, rnd.aggregate()["x"], PARTIES)
+
+    runs: dict[str, Callable[[], object]] = {
+        str(w): functools.partial(secure_sum, w) for w in (1, 2, 3)
+    }
+    return {int(w): t for w, t in interleaved(runs, repeats).items()}
+
+
+def print_wide(algorithm: Algorithm, rows: int, rounds: int, repeats: int, values: int) -> None:
+    print(f"\nwider sums: {algorithm}, {rows} rows per participant, {rounds} rounds (eps=0)")
+    for units, bound in (("small", 1.0), ("natural", 2.0**44)):
+        words = ", ".join(f"{k} {w}" for k, w in fcm_words(rows, bound).items())
+        print(f"  {units:<8} units (value bound {bound:.3g}): words per round: {words}")
+    times = wide_jobs(algorithm, rows, rounds, repeats)
+    print(f"  {'job':<17} {'seconds: median [range]':>26} {'vs none':>8} {'vs small':>9}")
+    for name, timing in times.items():
+        units, scheme = name.split()
+        vs_none = timing.median / times[f"{units} none"].median
+        vs_small = timing.median / times[f"small {scheme}"].median
+        print(f"  {name:<17} {timing.text(digits=2):>26} {vs_none:7.2f}x {vs_small:8.2f}x")
+    sums = one_sum(values, repeats)
+    print(f"\none masked sum of {values} values, {PARTIES} parties")
+    print(f"  {'words':<6} {'ms: median [range]':>24} {'vs 1 word':>10}")
+    for w, timing in sums.items():
+        print(f"  {w:<6} {timing.text(unit=1e-3, digits=1):>24} "
+              f"{timing.median / sums[1].median:9.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000, help="rows per participant (core)")
@@ -94,7 +198,16 @@ def main() -> None:
     parser.add_argument("--algorithm", choices=("ffcm", "fedfcm", "fkm"), default="ffcm")
     parser.add_argument("--rounds", type=int, default=5, help="rounds (eps = 0)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per time (median, >= 5)")
+    parser.add_argument("--wide-rows", type=int, default=200_000,
+                        help="rows per participant of the wider-sums jobs")
+    parser.add_argument("--sum-values", type=int, default=100_000,
+                        help="values of the single masked sum")
+    parser.add_argument("--only-wide", action="store_true",
+                        help="measure the wider sums (4) only")
     args = parser.parse_args()
+    if args.only_wide:
+        print_wide(args.algorithm, args.wide_rows, args.rounds, args.repeats, args.sum_values)
+        return
 
     print(
         f"{args.algorithm}, {PARTIES} participants, D={D}, K={K}, {args.rounds} rounds (eps=0)"
@@ -115,6 +228,7 @@ def main() -> None:
     print(f"  packed     {packed:9.0f}")
     print(f"  per-value  {per_value:9.0f}")
     print(f"  ratio      {packed / per_value:8.1f}x  (aim >= 10x)")
+    print_wide(args.algorithm, args.wide_rows, args.rounds, args.repeats, args.sum_values)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def write_files(root: Path, parts: list[FloatArray]) -> FederationFiles:
         data[f"p{i}"] = f"p{i}.npy"
     return write_federation(
         root, data=data, coordinator_port=free_port(), counting_port=free_port(),
-        task_timeout_seconds=120,
+        task_timeout_seconds=120, protections=["none"],  # spec_for's jobs are unprotected
     )
 
 

@@ -6,7 +6,7 @@ and the network service differ only in the participant objects handed to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike
 from fedclust.coordinator.result import RoundRecord
 from fedclust.protocol._validation import FloatArray, check_centers
 from fedclust.protocol.errors import RefusedError, UnavailableError
+from fedclust.protocol.release_guard import release_would_expose
 
 #: Fewest distinct participants whose sum can hide each member's contribution (a group sum of
 #: FedCRef or fed-distill with fewer members is formed in the clear and noted; a job that
@@ -65,6 +66,45 @@ def require_cohort(participants: Sequence[P], minimum: int = MIN_PROTECTED_MEMBE
             f"after dropouts only with at least {minimum} participants"
         )
     return live
+
+
+class ReleasedCohorts:
+    """The cohorts over which a job released protected statistics to the coordinator: the
+    count total's, and every secure sum's contributors.
+
+    A statistic over ``cohort`` is admitted only when, with those released before, it makes
+    no nonzero combination of fewer than ``min_cohort`` participants' statistics derivable
+    (:func:`protocol.release_guard.release_would_expose`): after a dropout, a sum over those
+    left, beside one over everyone, would give the dropped participant's statistics (its
+    FedFuzzDB memberships add up to its N_l) by difference. The participants and the counting
+    service enforce the same rule against a coordinator that does not; this is the honest
+    coordinator stopping first, with one line saying why.
+    """
+
+    def __init__(self, min_cohort: int = MIN_PROTECTED_MEMBERS) -> None:
+        self._min = min_cohort
+        self._released: set[frozenset[str]] = set()
+
+    def admit(self, cohort: Collection[str], what: str) -> None:
+        """Record a release of ``what`` over ``cohort``, or raise RefusedError (:meth:`check`)."""
+        self.check(cohort, what)
+        self._released.add(frozenset(cohort))
+
+    def check(self, cohort: Collection[str], what: str) -> None:
+        """Raise RefusedError (one line naming the participants it would expose, public ids
+        only) unless a release of ``what`` over ``cohort`` is safe; records nothing (a sum
+        begun over a cohort is released over those of it that answer)."""
+        members = frozenset(cohort)
+        if members in self._released:
+            return
+        exposed = release_would_expose(self._released, members, self._min)
+        if exposed is not None:
+            raise RefusedError(
+                f"the {what} over the {len(members)} participants left would reveal the "
+                f"statistics of {', '.join(repr(p) for p in exposed)} by difference with what "
+                f"was released over more participants before (fewer than {self._min} apart); "
+                "the job stops here, and nothing over those left is released"
+            )
 
 
 def resolve_init(

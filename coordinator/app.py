@@ -105,8 +105,8 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(405, method_not_allowed)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       authorised=app.state.authenticator.knows, public=PUBLIC_BODIES,
-                       certified=app.state.authenticator.knows_certificate)
+                       caller=app.state.authenticator.caller, public=PUBLIC_BODIES,
+                       uploads_in_flight=settings.uploads_in_flight)
     for router in (participants.router, jobs.router, tasks.router, audit.router, admin.router):
         app.include_router(router, prefix=API_PREFIX)
     app.include_router(participant_results.router, prefix=API_PREFIX)

@@ -33,7 +33,7 @@ __all__ = ["CountingClient", "CountingError", "DecryptionRefusedError"]
 
 _RETRY_MAX = 10.0  # s between attempts at most
 _ADMIN_OUTAGE = 5.0  # s: an admin's request waits out a short outage only
-_UNAVAILABLE = frozenset({502, 503, 504})  # a proxy or the service restarting
+_UNAVAILABLE = frozenset({429, 502, 503, 504})  # busy (its uploads in flight), a proxy, a restart
 _JITTER = random.Random()  # retry delays, not secrets
 _log = logging.getLogger("fedclust.coordinator")
 
@@ -50,8 +50,9 @@ class CountingClient:
     """``PUT /jobs/{id}/roster`` and ``GET /jobs/{id}/total`` with the coordinator's token.
 
     An outage of the service (no connection, a connection lost mid-request, or 502/503/504)
-    is waited out for up to ``outage_seconds``, retrying with jittered exponential backoff
-    from ``retry_delay`` (at most 10 s apart), so a restarting counting service does not fail
+    or its 429 (the coordinator's large bodies in flight, ``protocol.body_limit``) is waited
+    out for up to ``outage_seconds``, retrying with jittered exponential backoff from
+    ``retry_delay`` (at most 10 s apart), so a restarting counting service does not fail
     the jobs that need it. Every request is safe to repeat: rosters and credentials are PUT,
     and the key holder answers the very same decryption request again (nothing new).
     """
@@ -135,18 +136,23 @@ class CountingClient:
                 f"HTTP {response.status_code} {_detail(response)}"
             )
 
-    def put_member(self, participant_id: str, token_sha256: str) -> None:
-        """Tell the counting service a member's new token (by its SHA-256); idempotent."""
+    def put_member(self, participant_id: str, token_sha256: str) -> bool:
+        """Ask the counting service to accept a member's new token (by its SHA-256);
+        idempotent. True when it is in force, False while it awaits the counting operator's
+        approval (``fedclust counter members approve``)."""
         response = self._request(
             "PUT", f"/participants/{participant_id}",
             json=MemberToken(token_sha256=token_sha256).model_dump(mode="json"),
             outage=_ADMIN_OUTAGE,
         )
+        if response.status_code == 202:
+            return False
         if response.status_code not in (200, 201, 204):
             raise CountingError(
                 f"the counting service refused the credential of participant "
                 f"{participant_id!r}: HTTP {response.status_code} {_detail(response)}"
             )
+        return True
 
     def revoke_member(self, participant_id: str) -> None:
         """Tell the counting service to refuse ``participant_id``'s tokens; idempotent."""

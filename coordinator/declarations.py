@@ -1,6 +1,8 @@
 """Stage 0 of every job: the participants' declared public bounds, and the checks on them.
 
-Every participant answers a ``declare`` task with its
+Every participant is sent the job's terms (its :class:`protocol.messages.JobCreate`, which an
+agent checks against its policy and every later task of the job against:
+``participant.terms``) and answers the ``declare`` task with its
 :class:`protocol.declaration.Declaration`, in the clear (the disclosure ledger lists the
 bounds as ``declared``). From then on the coordinator relies on those public bounds only, so
 whatever it refuses or derives is a function of the job and the declarations, never of a
@@ -61,7 +63,7 @@ class DeclaringParticipant(Protocol):
     @property
     def name(self) -> str: ...
 
-    def declare(self, roster: Sequence[str]) -> Declaration: ...
+    def declare(self, terms: JobCreate) -> Declaration: ...
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def declare_job(
         ValueError: an override of the job is below what a declaration needs.
     """
     def ask(p: DeclaringParticipant) -> Declaration:
-        return p.declare(spec.participants)
+        return p.declare(spec)
 
     answers, names = gather_present(participants, ask)
     declarations = dict(zip(names, answers, strict=True))

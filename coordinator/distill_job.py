@@ -119,10 +119,13 @@ def run_distill_job(
     *,
     summation: Summation | None = None,
     on_stage: Callable[[str], None] | None = None,
+    evaluate: Callable[[RemoteDistiller], float] | None = None,
 ) -> FedDistillResult:
     """Run the "fed-distill" job ``spec`` over ``remotes`` (in ``spec.participants`` order).
 
     ``summation`` (masking) protects the group sums; None sums them in the clear.
+    ``evaluate`` is the driver's simulator-only hook (``fedclust.deep_simulate``: in-process
+    participants with test rows).
     """
     params = spec.distill
     if params is None or spec.algorithm != "fed-distill":
@@ -135,6 +138,7 @@ def run_distill_job(
         temperature=params.temperature, epochs=params.epochs, mode=params.mode,
         seed=spec.seed,
         aggregate=None if summation is None else masked_soft_sums(summation),
+        evaluate=evaluate,
     )
 
 

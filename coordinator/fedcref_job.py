@@ -34,7 +34,7 @@ from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.fedcref import AutoencoderSpec, ClusterRef
+from fedclust.protocol.fedcref import AutoencoderSpec, ClusterRef, FedCRefEvaluation, Grouping
 from fedclust.protocol.messages import FedCRefParams, JobCreate, ResultDocument
 
 __all__ = ["RemoteFedCRef", "fedcref_result_document", "run_fedcref_job"]
@@ -149,11 +149,13 @@ def run_fedcref_job(
     *,
     summation: Summation | None = None,
     on_iteration: Callable[[int], None] | None = None,
+    evaluate: Callable[[Grouping | None], FedCRefEvaluation] | None = None,
 ) -> FedCRefResult:
     """Run the "fedcref" job ``spec`` over ``remotes`` (in ``spec.participants`` order).
 
     ``summation`` (masking) protects the group sums; None sums them in the clear.
-    ``on_iteration`` is told each finished iteration's number.
+    ``on_iteration`` is told each finished iteration's number. ``evaluate`` is the driver's
+    simulator-only hook (``fedclust.deep_simulate``: in-process participants with labels).
     """
     if spec.algorithm != "fedcref":
         raise ValueError("run_fedcref_job needs a 'fedcref' job.")
@@ -165,6 +167,7 @@ def run_fedcref_job(
         max_iterations=params.max_iterations, refine_with=params.refine_with, seed=spec.seed,
         aggregate=None if summation is None else masked_fedavg_sums(summation),
         on_iteration=None if on_iteration is None else lambda r: on_iteration(r.iteration),
+        evaluate=evaluate,
     )
 
 

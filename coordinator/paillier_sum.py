@@ -141,6 +141,7 @@ class PaillierSummation(CohortSums):
             for field, vector in self._check(name, reply, public_key, specs, shapes).items():
                 received[field].append(vector)
         contributors = sorted(replies)
+        self.cohorts.admit(contributors, f"{statistic.kind!r} sum")  # decrypted over them
         request = msg.PaillierDecryptRequest(
             job_id=self._job, round=r, contributors=contributors,
             vectors={

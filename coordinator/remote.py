@@ -14,7 +14,6 @@ round drivers leave it out (``coordinator._rounds.present``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from numpy.typing import ArrayLike
@@ -81,9 +80,9 @@ class RemoteParticipant:
             raise reply.error(self.name)
         return reply
 
-    def declare(self, roster: Sequence[str]) -> Declaration:
-        spec = msg.DeclareTask(roster=list(roster))
-        return self._ask(spec, msg.DeclarationReply).to_result()
+    def declare(self, terms: msg.JobCreate) -> Declaration:
+        """The participant's declared bounds for the job of ``terms`` (sent with them)."""
+        return self._ask(msg.DeclareTask(terms=terms), msg.DeclarationReply).to_result()
 
     def report_count(self) -> None:
         self._ask(msg.ReportCountTask(), msg.AckReply)

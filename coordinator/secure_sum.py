@@ -9,8 +9,19 @@ with the same ``protocol.combine_*`` functions as a list of plain replies.
 Encoding (``crypto.fixedpoint``): every summed field is declared with a bound derived from
 the job's ``max_rows`` N and ``value_bound`` B (|x| <= B for every value the algorithm sees;
 both derived from the participants' declared bounds unless the job overrides them,
-``coordinator.declarations``) and the scale 2^f with f = min(40, 61 − ceil(log2(n·bound)))
-for a cohort of n, so the aggregate can never overflow (n·bound·2^f <= 2^61). Bounds per
+``coordinator.declarations``), the scale 2^f with f = 40 fractional bits, and a ring of w
+64-bit words, the fewest with n·bound·2^40 <= 2^(64w − 3) for a cohort of n, so the aggregate
+can never overflow. A field with n·bound <= 2^21 takes one word, as every field did before
+wider rings; data in natural units take more (values to 1e12, 10^7 rows, 1,000 participants:
+Σx² is bounded by ~2^116, three words), and a bound beyond 16 words (n·bound > 2^981) is
+refused.
+
+Precision guarantee: whatever the magnitudes, each decoded sum is within n·2^-41 of the
+exact sum of the participants' float64 contributions, then correctly rounded to float64 —
+below float64's own rounding of the sum (relative 2^-53) once |sum| >= n·2^12. A center
+coordinate c = W/U (a weighted sum over the summed weights) so moves by at most
+n·2^-41·(1 + |c|)/U: with n = 1,000 and U >= 1 (at least one row's weight), below
+5e-10·(1 + |c|). Bounds per
 field (D features, q of FedFuzzDB, distances at most 3B·√D since every center lies within the
 data's box, the initial ones within mean ± √3·std):
 
@@ -43,13 +54,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from fedclust.coordinator._rounds import dropped
-from fedclust.crypto.fixedpoint import Statistic, decode
+from fedclust.coordinator._rounds import ReleasedCohorts, dropped
+from fedclust.crypto.fixedpoint import MAX_WORDS, WORD_BITS, Statistic, decode
 from fedclust.crypto.graph import GraphParameters, graph_parameters
 from fedclust.crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
 from fedclust.protocol import messages as msg
@@ -69,7 +81,8 @@ __all__ = [
 ]
 
 R = TypeVar("R")
-MAX_SCALE_BITS = 40
+#: Fractional bits of every summed field: the resolution 2^-40 of the precision guarantee.
+SCALE_BITS = 40
 
 
 class SecureParticipant(Protocol):
@@ -89,6 +102,7 @@ class Summation(Protocol):
     """How a driver sums one statistic over participants without seeing the terms."""
 
     notes: list[str]
+    cohorts: ReleasedCohorts
 
     def sum(
         self,
@@ -151,15 +165,20 @@ def field_encodings(
             bounds = {"weighted_params": N * B, "rows": N}
     out = []
     for name, bound in bounds.items():
-        bits = min(MAX_SCALE_BITS, 61 - math.ceil(math.log2(n_parties * bound)))
-        if bits < 0:
+        total = n_parties * Fraction(bound) * 2**SCALE_BITS
+        words = next(
+            (w for w in range(1, MAX_WORDS + 1) if total <= 2 ** (WORD_BITS * w - 3)), None
+        )
+        if words is None:
             raise ValueError(
                 f"field {name!r} of {statistic.kind!r}: n_parties · bound = "
-                f"{n_parties * bound:.3g} does not fit a 64-bit secure sum; lower the "
-                "participants' declared row or value bounds, or the job's max_rows or "
-                "value_bound where given."
+                f"{n_parties * bound:.3g} exceeds the widest secure sum ({MAX_WORDS} words); "
+                "lower the participants' declared row or value bounds, or the job's max_rows "
+                "or value_bound where given."
             )
-        out.append(msg.FieldEncoding(name=name, scale_bits=bits, bound=bound))
+        out.append(
+            msg.FieldEncoding(name=name, scale_bits=SCALE_BITS, bound=bound, words=words)
+        )
     return out
 
 
@@ -207,6 +226,9 @@ class CohortSums:
         )
         self._min_cohort = min_cohort
         self._round = 0
+        #: Every cohort this job's protected statistics were released over (the sums', and
+        #: the count total's: ``coordinator.standardise.PresentRows``).
+        self.cohorts = ReleasedCohorts(min_cohort)
         self.notes: list[str] = []
         self._gone: set[str] = set()
         # One pool for every stage of the job's sums (threads are reused, not re-spawned
@@ -257,6 +279,7 @@ class CohortSums:
             )
         if self._bounds is None:
             raise ValueError("a secure sum needs the job's bounds first (set_bounds).")
+        self.cohorts.check(cohort, f"{statistic.kind!r} sum")
         n_features = participants[0].n_features
         max_rows, value_bound = self._bounds
         encoding = field_encodings(
@@ -432,7 +455,7 @@ class MaskedSummation(CohortSums):
                 f"{len(cohort)} would take part."
             )
         r = self._round
-        rnd = setup.server.begin(r, cohort)
+        rnd = setup.server.begin(r, cohort, {e.name: e.words for e in encoding})
         spec = msg.SecureInputTask(
             setup=setup.number, round=r, cohort=cohort, statistic=statistic, encoding=encoding
         )
@@ -457,6 +480,7 @@ class MaskedSummation(CohortSums):
                 raise ProtocolError(f"participant {name!r}: {exc}") from None
         request, inboxes = rnd.unmask_request()
         survivors, dropped = sorted(request.survivors), sorted(request.dropped)
+        self.cohorts.admit(survivors, f"{statistic.kind!r} sum")  # unmasked over them
         # Route the sealed shares as they arrived; one validated task, copied per recipient.
         sealed = {
             (name, s.recipient): s for name, reply in masked.items() for s in reply.shares
@@ -490,7 +514,9 @@ class MaskedSummation(CohortSums):
             rnd.receive_unmask_response(response)
         totals = rnd.aggregate()
         decoded = {
-            e.name: decode(Statistic(e.name, e.scale_bits, e.bound), totals[e.name], len(survivors))
+            e.name: decode(
+                Statistic(e.name, e.scale_bits, e.bound, e.words), totals[e.name], len(survivors)
+            )
             for e in encoding
         }
         return total_reply(statistic, decoded, n_features, reply_type), tuple(survivors)

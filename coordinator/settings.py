@@ -14,9 +14,11 @@ Example::
     counting_token = "..."
     task_timeout_seconds = 600
     metrics = false                             # true: serve GET /metrics (no token)
+    uploads_in_flight = 2                       # large bodies (over 1 MiB) one caller may
+                                                # send at once; more get 429
 
     [[analysts]]
-    name = "alice"
+    name = "alice"                              # under mutual TLS: its certificate's name
     token_sha256 = "<64 hex digits>"
     role = "admin"                              # optional: "analyst" (default) or "admin"
 
@@ -45,6 +47,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from fedclust.crypto.tokens import check_sha256_hex
+from fedclust.protocol.body_limit import UPLOADS_IN_FLIGHT
 from fedclust.protocol.config_env import EnvSchema, tls_schema
 from fedclust.protocol.config_toml import resolve_sqlite_url
 from fedclust.protocol.tls import SERVER_KEYS, TlsSettings
@@ -66,6 +69,7 @@ _ENV = EnvSchema({
     "coordinator": {
         "host": str, "port": int, "database_url": str, "counting_url": str,
         "counting_token": str, "task_timeout_seconds": float, "metrics": bool,
+        "uploads_in_flight": int,
     },
     "analysts": list[dict[str, Any]],
     "participants": list[dict[str, Any]],
@@ -133,6 +137,8 @@ class CoordinatorSettings:
         tls: HTTPS served, and used towards the counting service (``[tls]``).
         metrics: serve Prometheus metrics at ``GET /metrics``, without a token (an operator's
             scrape from inside; off by default, see :mod:`protocol.observability`).
+        uploads_in_flight: how many large bodies one caller may have in flight at once
+            (:mod:`protocol.body_limit`; more are answered 429).
     """
 
     counting_url: str
@@ -145,10 +151,15 @@ class CoordinatorSettings:
     task_timeout_seconds: float = 600.0
     tls: TlsSettings = field(default_factory=TlsSettings)
     metrics: bool = False
+    uploads_in_flight: int = UPLOADS_IN_FLIGHT
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, bool):
             raise ValueError("coordinator.metrics must be true or false.")
+        if isinstance(self.uploads_in_flight, bool) or not isinstance(
+            self.uploads_in_flight, int
+        ) or self.uploads_in_flight < 1:
+            raise ValueError("coordinator.uploads_in_flight must be an integer >= 1.")
         if not isinstance(self.counting_token, str) or not self.counting_token:
             raise ValueError("coordinator.counting_token must be a non-empty string.")
         if not self.counting_url:
@@ -205,7 +216,7 @@ class CoordinatorSettings:
             raise ValueError("the configuration needs a [coordinator] table.")
         known = {
             "host", "port", "database_url", "counting_url", "counting_token",
-            "task_timeout_seconds", "metrics",
+            "task_timeout_seconds", "metrics", "uploads_in_flight",
         }
         unknown = sorted(set(section) - known)
         if unknown:
@@ -236,6 +247,7 @@ class CoordinatorSettings:
             task_timeout_seconds=float(section.get("task_timeout_seconds", 600.0)),
             tls=TlsSettings.from_table(data.get("tls"), base=base_dir or Path.cwd()),
             metrics=section.get("metrics", False),
+            uploads_in_flight=section.get("uploads_in_flight", UPLOADS_IN_FLIGHT),
         )
 
 

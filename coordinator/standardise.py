@@ -98,11 +98,14 @@ class PresentRows:
     the nearest integer). A dropout during these rounds repeats them over those left.
 
     Disclosure: the rounds add N to the Σx and Σx² of those left, which standardising them
-    or the sweep's initial box reveals anyway. Once a total over more participants was
-    learned (the counting service's before a dropout), the two give the rows of those who
-    dropped out in between together, as FedFuzzDB's memberships after a dropout in the sweep
-    do; a note says so. Under protection "none" every participant's statistics travel in
-    the clear, and its N_l follows from them anyway (its FedFuzzDB memberships add up to it).
+    or the sweep's initial box reveals anyway. Under protection, a total over more
+    participants learned before (the counting service's, or any sum's) is never paired with
+    one over fewer than the minimum cohort less: the summation's
+    :class:`~coordinator._rounds.ReleasedCohorts` refuses that sum, and the job stops with
+    one line (the participants and the counting service refuse it too). Once it was, the two
+    would give the rows of those who dropped out in between together; a note says so. Under
+    protection "none" every participant's statistics travel in the clear, and its N_l follows
+    from them anyway (its FedFuzzDB memberships add up to it).
 
     Raises (when called):
         RefusedError: fewer than ``minimum`` participants are left after dropouts, or one
@@ -135,6 +138,8 @@ class PresentRows:
             if names in self._known:
                 return self._known[names]
             if len(live) == len(self._participants):
+                if self._summation is not None:
+                    self._summation.cohorts.admit(names, "count total")
                 self._known[names] = self._total_count()
             else:
                 self._count(live)

@@ -3,34 +3,42 @@
 - ``PUT  /jobs/{job_id}/roster``  coordinator: who takes part in a job (``put_roster``);
 - ``POST /jobs/{job_id}/counts``  a participant on the roster: its N_l (``report_count``);
 - ``GET  /jobs/{job_id}/total``   coordinator: ΣN_l (``get_total``);
+- ``POST /jobs/{job_id}/cohorts``  a roster participant: the cohort of a masked sum it
+  contributes to, checked by the differencing guard (``announce_cohort``);
 - ``GET  /jobs/{job_id}/paillier-key``  coordinator or a roster participant: the job's
   Paillier public key (``get_paillier_key``);
 - ``POST /jobs/{job_id}/paillier/contributions``  a roster participant: it contributes to a
   Paillier round (``report_paillier_contribution``);
 - ``POST /jobs/{job_id}/paillier/decrypt``  coordinator: the decoded aggregate of a round
   (``paillier_decrypt``; rule in :mod:`counting.keyholder`);
-- ``PUT  /participants/{id}``  coordinator: a member joined with this token SHA-256
-  (``put_member``); ``DELETE /participants/{id}``  coordinator: it is revoked, its tokens
-  are refused from the next request on (``revoke_member``; :mod:`counting.members`);
+- ``PUT  /participants/{id}``  coordinator: asks for a member's token SHA-256, which the
+  counting operator must approve (``put_member``); ``DELETE /participants/{id}``
+  coordinator: it is revoked, its tokens are refused from the next request on
+  (``revoke_member``; :mod:`counting.members`);
 - ``GET  /health`` (``health``).
 
-Release rule: the total of a job is released only once every participant on its roster has
-reported, and a roster must hold at least ``min_participants`` participants. Releasing a
+Release rule: the total of a job is released once, only once every participant on its roster
+has reported, and a roster must hold at least ``min_participants`` participants. Releasing a
 partial total would let the coordinator read a participant's N_l off the difference of two
-totals; a roster may not change once counts exist for the same reason. Across jobs, a total
-is refused for good when, with the totals released before, it would make a nonzero
-combination of the counts of fewer than ``min_participants`` participants derivable (e.g.
-two rosters differing by one participant): see :mod:`counting.release_guard`.
+totals. After dropouts the coordinator may narrow the roster to those that go on, before
+anything of the job was released, so the total is that of the cohort that finished; it may
+never widen it. A total (or a Paillier round, :mod:`counting.keyholder`) is refused for good
+when, with the cohorts released before (totals and decrypted rounds, of any job), it would
+make a nonzero combination of the statistics of fewer than ``min_participants`` participants
+derivable (e.g. two cohorts differing by one participant): see
+:mod:`protocol.release_guard`.
 
 Every route takes its caller from an ``Annotated`` dependency (:data:`Coordinator`,
 :data:`Participant`), so no handler can forget authentication: 401 without a known bearer
-token, 403 for a valid token of the wrong role. Tokens and counts are never logged.
+token, 403 for a valid token of the wrong role or, under mutual TLS, presented with a client
+certificate that does not name its holder (:func:`caller_of`). Tokens and counts are never
+logged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -61,8 +69,9 @@ from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import identify
 from fedclust.protocol.admin_wire import MemberToken
-from fedclust.protocol.body_limit import RouteLimit
+from fedclust.protocol.body_limit import RouteLimit, bearer_token
 from fedclust.protocol.messages import (
+    CohortNotice,
     CountReport,
     CountRoster,
     CountTotal,
@@ -81,9 +90,8 @@ __all__ = [
     "Health",
     "Participant",
     "ParticipantIdentity",
-    "certificate_check",
+    "caller_of",
     "router",
-    "token_check",
 ]
 
 log = logging.getLogger("fedclust.counting")
@@ -150,61 +158,59 @@ def _members(request: Request) -> Members:
     return members
 
 
+def caller_of(
+    scope: Mapping[str, Any], settings: CountingSettings, members: Members
+) -> CoordinatorIdentity | ParticipantIdentity:
+    """The principal a request authenticates as, its credential bound to its certificate.
+
+    The holder of a known bearer token (the coordinator's or a current member's); without a
+    token, the member its client certificate alone names where ``[tls] participant_auth =
+    "certificate"``; else 401. Under mutual TLS a token counts only with its holder's
+    certificate, the member's id or the coordinator's ``[tls] coordinator_name``, else 403:
+    a member cannot act as the coordinator with a stolen token, nor as another member. The
+    routes (:data:`Caller`) and the body guard (before a body is read) both ask this.
+    """
+    token = bearer_token(scope.get("headers", []))
+    if token is None:
+        certified = certified_member(scope, tls=settings.tls, is_member=members.is_member)
+        if certified is None:
+            raise _unauthorised()
+        return ParticipantIdentity(certified)
+    candidates: list[tuple[str, CoordinatorIdentity | ParticipantIdentity]] = [
+        (settings.coordinator_token_sha256, CoordinatorIdentity())
+    ] + [(digest, ParticipantIdentity(pid)) for pid, digest in members.credentials()]
+    found = identify(token, candidates)
+    if found is None:
+        raise _unauthorised()
+    if isinstance(found, CoordinatorIdentity):
+        mismatch = certificate_mismatch(
+            scope, settings.tls.coordinator_name, tls=settings.tls, role="coordinator"
+        )
+    else:
+        mismatch = certificate_mismatch(scope, found.id, tls=settings.tls)
+    if mismatch is not None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=mismatch)
+    return found
+
+
 def _identify(
     request: Request,
     settings: Settings,
     members: Annotated[Members, Depends(_members)],
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],  # documents the scheme
 ) -> CoordinatorIdentity | ParticipantIdentity:
-    """The caller of a known token; without a token, the member its client certificate
-    alone names where ``[tls] participant_auth = "certificate"``; else 401."""
-    if credentials is None:
-        certified = certified_member(request.scope, tls=settings.tls, is_member=members.is_member)
-        if certified is not None:
-            return ParticipantIdentity(certified)
-    if credentials is None or not credentials.credentials:
-        raise _unauthorised()
-    candidates: list[tuple[str, CoordinatorIdentity | ParticipantIdentity]] = [
-        (settings.coordinator_token_sha256, CoordinatorIdentity())
-    ] + [(digest, ParticipantIdentity(pid)) for pid, digest in members.credentials()]
-    found = identify(credentials.credentials, candidates)
-    if found is None:
-        raise _unauthorised()
-    return found
+    """The caller (:func:`caller_of`): 401 unauthenticated, 403 with another's certificate."""
+    return caller_of(request.scope, settings, members)
 
 
 Caller = Annotated[CoordinatorIdentity | ParticipantIdentity, Depends(_identify)]
-
-
-def certificate_check(
-    settings: CountingSettings, members: Members
-) -> Callable[[Mapping[str, Any]], bool]:
-    """Whether a request's client certificate alone names a current member (for the body
-    guard, on a request without a token)."""
-
-    def known(scope: Mapping[str, Any]) -> bool:
-        return certified_member(scope, tls=settings.tls, is_member=members.is_member) is not None
-
-    return known
-
-
-def token_check(settings: CountingSettings, members: Members) -> Callable[[str], bool]:
-    """Whether a bearer token is the coordinator's or a current member's (for the body
-    guard, which refuses a stranger's body before reading it)."""
-
-    def known(token: str) -> bool:
-        digests = [(settings.coordinator_token_sha256, True)] + [
-            (digest, True) for _, digest in members.credentials()
-        ]
-        return identify(token, digests) is not None
-
-    return known
 
 
 #: Small bodies for small messages; every other route takes up to ``MAX_BODY_BYTES``.
 BODY_LIMITS: tuple[RouteLimit, ...] = (
     ("PUT", r"/api/v1/jobs/[^/]+/roster", 1024 * 1024),  # 10,000 identifiers
     ("POST", r"/api/v1/jobs/[^/]+/counts", 4 * 1024),
+    ("POST", r"/api/v1/jobs/[^/]+/cohorts", 1024 * 1024),  # 10,000 identifiers
     ("POST", r"/api/v1/jobs/[^/]+/paillier/contributions", 4 * 1024),
     ("PUT", r"/api/v1/participants/[^/]+", 4 * 1024),
 )
@@ -229,19 +235,7 @@ def require_participant(caller: Caller) -> ParticipantIdentity:
 Coordinator = Annotated[CoordinatorIdentity, Depends(require_coordinator)]
 
 
-def require_certified_participant(
-    request: Request,
-    caller: Annotated[ParticipantIdentity, Depends(require_participant)],
-    settings: Settings,
-) -> ParticipantIdentity:
-    """Under mutual TLS, 403 unless the client certificate names the token's participant."""
-    mismatch = certificate_mismatch(request.scope, caller.id, tls=settings.tls)
-    if mismatch is not None:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=mismatch)
-    return caller
-
-
-Participant = Annotated[ParticipantIdentity, Depends(require_certified_participant)]
+Participant = Annotated[ParticipantIdentity, Depends(require_participant)]
 
 JobId = Annotated[
     str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="job id")
@@ -282,7 +276,11 @@ def _same_job(path_id: str, body_id: str) -> None:
     response_class=Response,
     responses={
         **_AUTH_ERRORS,
-        409: {"model": ErrorDetail, "description": "counts exist; the roster is fixed"},
+        409: {
+            "model": ErrorDetail,
+            "description": "counts exist and the roster is no subset of the job's, or the job "
+            "released a statistic already: the roster is fixed",
+        },
     },
 )
 def put_roster(
@@ -292,15 +290,23 @@ def put_roster(
     """Register which participants take part in a job; the same roster again changes nothing.
 
     422 when a participant is not enrolled at this service, the roster is smaller than
-    ``min_participants`` or the job ids differ; 409 when counts exist and the roster differs.
+    ``min_participants`` or the job ids differ; 409 when counts exist and the roster is no
+    subset of the job's (after dropouts it narrows to those that go on, unreleased counts of
+    the others deleted), or the job released its total or a Paillier round already.
     """
     _same_job(job_id, roster.job_id)
     unknown = [p for p in roster.participants if not members.is_member(p)]
     if unknown:
+        pending = [p for p in unknown if members.is_pending(p)]
         raise _unprocessable(
             ["body", "participants"],
             "participant(s) not enrolled at the counting service: "
-            + ", ".join(repr(p) for p in unknown),
+            + ", ".join(repr(p) for p in unknown)
+            + (
+                "; " + ", ".join(repr(p) for p in pending) + " await(s) the counting "
+                "operator's approval (fedclust counter members approve ID)"
+                if pending else ""
+            ),
         )
     if len(set(roster.participants)) != len(roster.participants):
         raise _unprocessable(["body", "participants"], "roster participants must be distinct")
@@ -387,6 +393,50 @@ def get_total(job_id: JobId, _: Coordinator, settings: Settings, store: Store) -
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
     log.info("job %s: total released (%d reporters)", job_id, tally.reporters)
     return CountTotal(job_id=job_id, total=tally.total, reporters=tally.reporters)
+
+
+@router.post(
+    "/jobs/{job_id}/cohorts",
+    operation_id="announce_cohort",
+    tags=["counts"],
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={
+        **_AUTH_ERRORS,
+        404: {"model": ErrorDetail, "description": "no roster for this job"},
+        409: {
+            "model": ErrorDetail,
+            "description": "with the cohorts released before, this cohort would make a "
+            "statistic of fewer than min_participants participants derivable (for good)",
+        },
+    },
+)
+def announce_cohort(
+    job_id: JobId, notice: CohortNotice, caller: Participant, settings: Settings, store: Store
+) -> Response:
+    """Record the cohort of a masked sum the caller contributes to (idempotent); the
+    participant contributes only after this 204. The coordinator unmasks that cohort's sum,
+    so it is a released cohort for the guard of every later total, Paillier round and
+    cohort (:mod:`protocol.release_guard`): a masked sum over the survivors of a dropout,
+    after one over everyone, is refused here, and the survivors refuse to contribute.
+
+    403 when the caller or a member is off the job's roster or the caller is not in the
+    cohort; 404 without roster; 409 (for good) when the guard refuses; 422 for a bad body.
+    """
+    _same_job(job_id, notice.job_id)
+    try:
+        store.announce_cohort(
+            job_id, caller.id, notice.cohort, min_cohort=settings.min_participants
+        )
+    except UnknownJobError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from None
+    except NotOnRosterError as exc:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=str(exc)) from None
+    except ReleaseRefusedError as exc:
+        log.info("job %s: a masked cohort refused (it would expose %d participants)", job_id,
+                 len(exc.participants))
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get("/health", operation_id="health", tags=["meta"], response_model=Health)
@@ -499,10 +549,11 @@ ParticipantId = Annotated[
     "/participants/{participant_id}",
     operation_id="put_member",
     tags=["members"],
-    status_code=status.HTTP_204_NO_CONTENT,
+    status_code=status.HTTP_202_ACCEPTED,
     response_class=Response,
     responses={
         **_AUTH_ERRORS,
+        204: {"description": "this credential is in force already"},
         409: {"model": ErrorDetail, "description": "the token is another principal's"},
     },
 )
@@ -510,14 +561,22 @@ def put_member(
     participant_id: ParticipantId, body: MemberToken, _: Coordinator,
     members: Annotated[Members, Depends(_members)],
 ) -> Response:
-    """A member joined (or re-joined) the federation: accept the token with this SHA-256
-    from now on, instead of any earlier one of that id. The same call again changes nothing."""
+    """Ask for a member's credential (it joined or re-joined the federation): 202, the
+    request waits for the counting operator's approval (``fedclust counter members approve``)
+    and no token is accepted before; 204 when this very credential is in force already.
+    Only the counting operator admits members, so a coordinator cannot invent one."""
     try:
-        members.set(participant_id, body.token_sha256)
+        in_force = members.request(participant_id, body.token_sha256)
     except ValueError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
-    log.info("participant %s: credential set by the coordinator", participant_id)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    if in_force:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    log.warning(
+        "participant %s: the coordinator asks for a credential; approve it with "
+        "`fedclust counter members approve %s` once the organisation confirmed it",
+        participant_id, participant_id,
+    )
+    return Response(status_code=status.HTTP_202_ACCEPTED)
 
 
 @router.delete(
@@ -532,8 +591,9 @@ def revoke_member(
     participant_id: ParticipantId, _: Coordinator,
     members: Annotated[Members, Depends(_members)],
 ) -> Response:
-    """Refuse every token of ``participant_id`` from the next request on (idempotent). Its
-    counts already reported stay; a job whose roster names it can no longer complete."""
-    members.set(participant_id, None)
+    """Refuse every token of ``participant_id`` from the next request on, and drop a pending
+    request of it (idempotent). Its counts already reported stay; a job whose roster names it
+    can no longer complete."""
+    members.revoke(participant_id)
     log.info("participant %s: revoked by the coordinator", participant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 
-from fedclust.counting.api import BODY_LIMITS, certificate_check, router, token_check
+from fedclust.counting.api import BODY_LIMITS, caller_of, router
 from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import PaillierKeyHolder
 from fedclust.counting.members import Members
@@ -42,8 +42,9 @@ _TAGS = [
     },
     {
         "name": "members",
-        "description": "The coordinator's run-time membership changes: a member joined, or "
-        "is revoked.",
+        "description": "The coordinator's requests for a member's credential (accepted once "
+        "the counting operator approves them: fedclust counter members approve) and "
+        "revocations.",
     },
     {"name": "meta", "description": "Service health."},
 ]
@@ -95,9 +96,10 @@ def create_app(settings: CountingSettings) -> FastAPI:
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(405, method_not_allowed)
+    members = app.state.members
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       authorised=token_check(settings, app.state.members),
-                       certified=certificate_check(settings, app.state.members))
+                       caller=lambda scope: caller_of(scope, settings, members),
+                       uploads_in_flight=settings.uploads_in_flight)
     app.include_router(router, prefix=API_PREFIX)
     add_observability(
         app,

@@ -5,7 +5,7 @@ SQLAlchemy 2 over any URL (SQLite file by default). Three tables:
 - ``roster_entries(job_id, participant_id)``: who takes part in a job (set by the coordinator);
 - ``counts(job_id, participant_id, count, reported_at)``: one N_l per participant and job;
 - ``released_rosters(seq, job_id, released_at)``: the jobs whose ΣN_l was released, numbered
-  in release order (the guard of :mod:`counting.release_guard` checks every new release
+  in release order (the guard of :mod:`protocol.release_guard` checks every new release
   against the rosters of these jobs).
 
 and three for the Paillier key holder (:mod:`counting.keyholder`):
@@ -14,8 +14,12 @@ and three for the Paillier key holder (:mod:`counting.keyholder`):
 - ``paillier_contributions(job_id, round, participant_id)``: who announced a contribution;
 - ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each);
 
-and ``memberships(participant_id, token_sha256, changed_at)``: credentials the coordinator
-changed at run time (:mod:`counting.members`).
+``announced_cohorts(job_id, cohort_sha256, participant_id, announced_at)``: the cohorts of
+masked sums the participants announced (released as far as the guard is concerned);
+and ``memberships(participant_id, token_sha256, changed_at)``: credentials in force since
+run time (approved by the counting operator, or revoked), with
+``membership_requests(participant_id, token_sha256, requested_at)``: the credentials the
+coordinator asked for, waiting for that approval (:mod:`counting.members`).
 
 :class:`CountingStore` serialises its operations with a lock and keeps sessions short: the API
 calls it from uvicorn's thread pool. The release rules live in :meth:`CountingStore.release`,
@@ -29,6 +33,7 @@ database by ``fedclust counter migrate``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Sequence
@@ -55,9 +60,10 @@ from fedclust.counting.keyholder import (
     DecryptionRefusedError,
     RoundClosedError,
     closed_message,
+    cohort_refusal,
     mismatch_message,
 )
-from fedclust.counting.release_guard import release_would_expose
+from fedclust.protocol.release_guard import release_would_expose
 from fedclust.protocol.schema import Migrations, ensure_schema, migrate
 from fedclust.protocol.sqlite_file import create_private_sqlite
 
@@ -182,14 +188,37 @@ class PaillierClosedRound(_Base):
 
 
 class MembershipRow(_Base):
-    """A participant's credential as the coordinator changed it at run time (a member that
-    joined, or None: revoked); it supersedes the config file's entry for that id."""
+    """A participant's credential as changed at run time (a member the counting operator
+    approved, or None: revoked); it supersedes the config file's entry for that id."""
 
     __tablename__ = "memberships"
 
     participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     token_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class MembershipRequestRow(_Base):
+    """A credential the coordinator asked for; accepted only once the counting operator
+    approves it (it then moves to ``memberships``)."""
+
+    __tablename__ = "membership_requests"
+
+    participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64))
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AnnouncedCohortRow(_Base):
+    """One member of the cohort of a masked sum a participant announced (the cohort is
+    named by the SHA-256 of its sorted ids); the guard counts the cohort as released."""
+
+    __tablename__ = "announced_cohorts"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    cohort_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    announced_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 @dataclass(frozen=True)
@@ -248,8 +277,13 @@ class CountingStore:
         self._engine.dispose()
 
     def set_membership(self, participant_id: str, token_sha256: str | None) -> None:
-        """Store a member's new credential (its token's SHA-256), or None: revoked."""
+        """Store a member's new credential (its token's SHA-256), or None: revoked (a
+        pending request of that id is dropped too)."""
         with self._lock, Session(self._engine) as session, session.begin():
+            if token_sha256 is None:
+                request = session.get(MembershipRequestRow, participant_id)
+                if request is not None:
+                    session.delete(request)
             row = session.get(MembershipRow, participant_id)
             if row is None:
                 row = MembershipRow(participant_id=participant_id)
@@ -264,12 +298,68 @@ class CountingStore:
                 r.participant_id: r.token_sha256 for r in session.scalars(select(MembershipRow))
             }
 
+    def request_membership(self, participant_id: str, token_sha256: str) -> None:
+        """Record the coordinator's request for a credential (the newest replaces an older
+        one of the same id); nothing is accepted until :meth:`approve_membership`."""
+        with self._lock, Session(self._engine) as session, session.begin():
+            row = session.get(MembershipRequestRow, participant_id)
+            if row is None:
+                row = MembershipRequestRow(participant_id=participant_id)
+                session.add(row)
+            row.token_sha256 = token_sha256
+            row.requested_at = datetime.now(UTC)
+
+    def membership_requests(self) -> dict[str, str]:
+        """The pending requests: participant id -> requested token SHA-256."""
+        with self._lock, Session(self._engine) as session:
+            return {
+                r.participant_id: r.token_sha256
+                for r in session.scalars(select(MembershipRequestRow))
+            }
+
+    def approve_membership(self, participant_id: str, token_sha256: str | None) -> str:
+        """Accept the pending request of ``participant_id`` (the counting operator's act) and
+        return its digest; with ``token_sha256`` only if it is the requested one.
+
+        Raises:
+            KeyError: no pending request for this id.
+            ValueError: the request's digest differs from ``token_sha256``.
+        """
+        with self._lock, Session(self._engine) as session, session.begin():
+            request = session.get(MembershipRequestRow, participant_id)
+            if request is None:
+                raise KeyError(participant_id)
+            if token_sha256 is not None and request.token_sha256 != token_sha256:
+                raise ValueError(participant_id)
+            digest = request.token_sha256
+            row = session.get(MembershipRow, participant_id)
+            if row is None:
+                row = MembershipRow(participant_id=participant_id)
+                session.add(row)
+            row.token_sha256 = digest
+            row.changed_at = datetime.now(UTC)
+            session.delete(request)
+            return digest
+
+    def reject_membership(self, participant_id: str) -> bool:
+        """Drop the pending request of ``participant_id``; whether there was one."""
+        with self._lock, Session(self._engine) as session, session.begin():
+            request = session.get(MembershipRequestRow, participant_id)
+            if request is not None:
+                session.delete(request)
+            return request is not None
+
     def put_roster(self, job_id: str, participants: Sequence[str]) -> None:
         """Register the job's roster; putting the same roster again changes nothing.
 
+        Once counts exist the roster may only narrow to the cohort that goes on after
+        dropouts (a subset; the counts of those left out are deleted unreleased), and only
+        while nothing of the job was released (its total, a decrypted Paillier round): the
+        job's total is then released over the cohort that finished, and never over two.
+
         Raises:
-            RosterConflictError: the job already has counts and ``participants`` differs from its
-                roster (changing it could expose a count by difference).
+            RosterConflictError: the job has counts and ``participants`` is no subset of its
+                roster, or something of the job was released already.
         """
         wanted = set(participants)
         with self._lock, Session(self._engine) as session, session.begin():
@@ -283,10 +373,32 @@ class CountingStore:
             reported = session.scalar(
                 select(func.count()).select_from(CountRow).where(CountRow.job_id == job_id)
             )
-            if reported:
+            if reported and not wanted < current:
                 raise RosterConflictError(
-                    f"job {job_id!r} already has counts; its roster can no longer change."
+                    f"job {job_id!r} already has counts; its roster can only narrow to the "
+                    "participants that go on after dropouts."
                 )
+            released = session.scalar(
+                select(ReleasedRoster.seq).where(ReleasedRoster.job_id == job_id)
+            ) is not None or session.scalar(
+                select(func.count()).select_from(PaillierClosedRound)
+                .where(PaillierClosedRound.job_id == job_id)
+            )
+            if released:
+                raise RosterConflictError(
+                    f"job {job_id!r} released a statistic over its roster already; its roster "
+                    "can no longer change."
+                )
+            if reported:  # narrow: the counts of those left out go unreleased
+                for gone in current - wanted:
+                    count = session.get(CountRow, (job_id, gone))
+                    if count is not None:
+                        session.delete(count)
+                    session.flush()
+                    entry = session.get(RosterEntry, (job_id, gone))
+                    assert entry is not None
+                    session.delete(entry)
+                return
             now = datetime.now(UTC)
             for entry in session.scalars(select(RosterEntry).where(RosterEntry.job_id == job_id)):
                 session.delete(entry)
@@ -346,7 +458,7 @@ class CountingStore:
         Released once the whole roster, and at least ``min_participants``, reported, and only
         if the totals released before together with this one determine no nonzero combination
         of the counts of fewer than ``min_participants`` participants
-        (:func:`counting.release_guard.release_would_expose`). A job released before is
+        (:func:`protocol.release_guard.release_would_expose`). A job released before is
         released again without a new check: its total reveals nothing new.
 
         Raises:
@@ -375,20 +487,68 @@ class CountingStore:
             last = session.execute(
                 select(func.coalesce(func.max(ReleasedRoster.seq), 0))
             ).scalar_one()
-            released: dict[str, set[str]] = {}
-            for released_job, participant in session.execute(
-                select(RosterEntry.job_id, RosterEntry.participant_id).join(
-                    ReleasedRoster, ReleasedRoster.job_id == RosterEntry.job_id
-                )
-            ):
-                released.setdefault(released_job, set()).add(participant)
-            exposed = release_would_expose(released.values(), roster, min_participants)
+            exposed = release_would_expose(
+                _released_cohorts(session), roster, min_participants
+            )
             if exposed is not None:
                 raise ReleaseRefusedError(_refused(job_id, exposed, min_participants), exposed)
             session.add(
                 ReleasedRoster(seq=int(last) + 1, job_id=job_id, released_at=datetime.now(UTC))
             )
             return tally
+
+    def announce_cohort(
+        self, job_id: str, participant_id: str, cohort: Sequence[str], *, min_cohort: int
+    ) -> None:
+        """Record the cohort of a masked sum ``participant_id`` contributes to (idempotent).
+
+        Raises:
+            UnknownJobError: the job has no roster.
+            NotOnRosterError: the participant or a cohort member is not on it, or the
+                participant is not in the cohort.
+            ReleaseRefusedError: with the cohorts released before (totals, decrypted Paillier
+                rounds, announced cohorts of any job), it would make a statistic of fewer than
+                ``min_cohort`` participants derivable.
+        """
+        members = frozenset(cohort)
+        key = hashlib.sha256("\n".join(sorted(members)).encode()).hexdigest()
+        with self._lock:
+            while True:  # a conflict means another process recorded the same: check again
+                try:
+                    with Session(self._engine) as session, session.begin():
+                        roster = _roster(session, job_id)
+                        outside = sorted((members | {participant_id}) - roster)
+                        if outside or participant_id not in members:
+                            raise NotOnRosterError(
+                                f"the cohort announced for job {job_id!r} must hold its "
+                                f"announcer and lie within the job's roster; "
+                                f"{', '.join(outside) or participant_id} does not."
+                            )
+                        known = session.scalar(
+                            select(func.count()).select_from(AnnouncedCohortRow).where(
+                                AnnouncedCohortRow.job_id == job_id,
+                                AnnouncedCohortRow.cohort_sha256 == key,
+                            )
+                        )
+                        if not known:
+                            exposed = release_would_expose(
+                                _released_cohorts(session), members, min_cohort
+                            )
+                            if exposed is not None:
+                                raise ReleaseRefusedError(
+                                    _cohort_refused(job_id, members, exposed, min_cohort),
+                                    exposed,
+                                )
+                        now = datetime.now(UTC)
+                        for member in sorted(members):
+                            if session.get(AnnouncedCohortRow, (job_id, key, member)) is None:
+                                session.add(AnnouncedCohortRow(
+                                    job_id=job_id, cohort_sha256=key, participant_id=member,
+                                    announced_at=now,
+                                ))
+                    return
+                except IntegrityError:
+                    continue
 
     # -- the Paillier key holder's store (counting.keyholder.PaillierStore) -------------------
     def roster(self, job_id: str) -> frozenset[str]:
@@ -445,10 +605,13 @@ class CountingStore:
                 pass
 
     def close_paillier_round(
-        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
+        *, min_cohort: int,
     ) -> None:
-        """Mark the round decrypted if ``contributors`` is exactly its recorded set; the
-        request that closed it may come again."""
+        """Mark the round decrypted if ``contributors`` is exactly its recorded set and, with
+        every cohort released before (count totals and decrypted rounds, of any job), makes
+        no combination of fewer than ``min_cohort`` participants derivable; the request that
+        closed it may come again."""
         with self._lock, Session(self._engine) as session:
             try:
                 with session.begin():
@@ -469,6 +632,11 @@ class CountingStore:
                         raise DecryptionRefusedError(
                             mismatch_message(job_id, round_no, recorded, contributors)
                         )
+                    refusal = cohort_refusal(
+                        job_id, round_no, _released_cohorts(session), contributors, min_cohort
+                    )
+                    if refusal is not None:
+                        raise refusal
                     session.add(
                         PaillierClosedRound(
                             job_id=job_id, round=round_no, closed_at=datetime.now(UTC),
@@ -477,6 +645,38 @@ class CountingStore:
                     )
             except IntegrityError:  # another process closed it first
                 raise RoundClosedError(closed_message(job_id, round_no)) from None
+
+
+def _released_cohorts(session: Session) -> set[frozenset[str]]:
+    """Every cohort whose statistic the coordinator learned: the roster of each released
+    total and the contributors of each decrypted Paillier round (any job)."""
+    groups: dict[tuple[str, int], set[str]] = {}
+    for released_job, participant in session.execute(
+        select(RosterEntry.job_id, RosterEntry.participant_id).join(
+            ReleasedRoster, ReleasedRoster.job_id == RosterEntry.job_id
+        )
+    ):
+        groups.setdefault((released_job, -1), set()).add(participant)
+    for job, round_no, participant in session.execute(
+        select(
+            PaillierContributionRow.job_id, PaillierContributionRow.round,
+            PaillierContributionRow.participant_id,
+        ).join(
+            PaillierClosedRound,
+            (PaillierClosedRound.job_id == PaillierContributionRow.job_id)
+            & (PaillierClosedRound.round == PaillierContributionRow.round),
+        )
+    ):
+        groups.setdefault((job, round_no), set()).add(participant)
+    cohorts: dict[tuple[str, str], set[str]] = {}
+    for job, key, participant in session.execute(
+        select(
+            AnnouncedCohortRow.job_id, AnnouncedCohortRow.cohort_sha256,
+            AnnouncedCohortRow.participant_id,
+        )
+    ):
+        cohorts.setdefault((job, key), set()).add(participant)
+    return {frozenset(group) for group in [*groups.values(), *cohorts.values()]}
 
 
 def _roster(session: Session, job_id: str) -> frozenset[str]:
@@ -525,6 +725,17 @@ def _refused(job_id: str, exposed: tuple[str, ...], minimum: int) -> str:
         f"ΣN_l of job {job_id!r} is not released, now or later: its roster, combined with the "
         f"totals released before, would make a count of fewer than {minimum} participants "
         f"derivable ({what})"
+    )
+
+
+def _cohort_refused(
+    job_id: str, cohort: frozenset[str], exposed: tuple[str, ...], minimum: int
+) -> str:
+    """Why a masked sum's cohort is refused; names participants (public), never a value."""
+    return (
+        f"a masked sum of job {job_id!r} over {sorted(cohort)} is refused, now and later: with "
+        f"the cohorts released before, it would make a statistic of fewer than {minimum} "
+        f"participants derivable ({', '.join(exposed)})"
     )
 
 

@@ -11,16 +11,22 @@ Protocol (``crypto.paillier``; the coordinator side is
    (:meth:`PaillierKeyHolder.decrypt`), naming the contributors.
 
 Decryption rule: the contributors named must be exactly the participants recorded for the
-round, at least ``min_cohort`` (>= 3) of them; every field must claim that many contributions
-and be under the job's key; and each round is decrypted at most once, and takes no further
-contributions afterwards (the very request that was decrypted, byte for byte, is answered
-again: a coordinator resumed after a crash asks once more, and learns nothing new). So the
-key holder never decrypts fewer than ``min_cohort``
-contributions, and the coordinator cannot learn one participant's values as the difference of
-two decryptions of the same round. The key holder never receives an individual ciphertext,
-only the aggregate. Assumption: the coordinator and the counting service do not collude (and
-the coordinator does not forge an aggregate, e.g. one participant's ciphertext raised to a
-power: the counter slots catch a wrong count, not a forged one).
+round, at least ``min_cohort`` (>= 3) of them; every field must claim that many
+contributions and be under the job's key; and each round is decrypted at most once, and
+takes no further contributions afterwards (the very request that was decrypted, byte for
+byte, is answered again: a coordinator resumed after a crash asks once more, and learns
+nothing new). So the key holder never decrypts fewer than ``min_cohort`` contributions, and
+the coordinator cannot learn one participant's values as the difference of two decryptions
+of the same round. Nor of two rounds: every decrypted round's contributors are a released
+cohort, as every released count total's roster is, and a round is refused when its
+contributors, with the cohorts released before (of any job), would make a nonzero
+combination of fewer than ``min_cohort`` participants' statistics derivable
+(:mod:`protocol.release_guard`) — e.g. a round over the survivors of a dropout after one
+over everyone, whose memberships would give the dropped participant's N_l by difference. The
+key holder never receives an individual ciphertext, only the aggregate. Assumption: the
+coordinator and the counting service do not collude (and the coordinator does not forge an
+aggregate, e.g. one participant's ciphertext raised to a power: the counter slots catch a
+wrong count, not a forged one).
 
 The private key never leaves this module's store and is never logged.
 """
@@ -45,6 +51,7 @@ from fedclust.crypto.paillier import (
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import check_int
 from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.release_guard import release_would_expose
 from fedclust.protocol.secure_wire import paillier_key_message
 
 __all__ = [
@@ -57,6 +64,7 @@ __all__ = [
     "RoundClosedError",
     "UnknownJobError",
     "closed_message",
+    "cohort_refusal",
     "mismatch_message",
 ]
 
@@ -109,16 +117,37 @@ class PaillierStore(Protocol):
         ...
 
     def close_paillier_round(
-        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
+        *, min_cohort: int,
     ) -> None:
-        """Mark the round decrypted if ``contributors`` is exactly its recorded set, keeping
-        the request's SHA-256; the same request again passes (nothing new is decrypted).
+        """Mark the round decrypted if ``contributors`` is exactly its recorded set and, with
+        the cohorts released before, exposes no combination of fewer than ``min_cohort``
+        participants (:func:`cohort_refusal`); keeps the request's SHA-256, and the same
+        request again passes (nothing new is decrypted).
 
         Raises:
             RoundClosedError: the round was decrypted already, for another request.
-            DecryptionRefusedError: ``contributors`` differs from the recorded set.
+            DecryptionRefusedError: ``contributors`` differs from the recorded set, or would
+                expose a small cohort.
         """
         ...
+
+
+def cohort_refusal(
+    job_id: str, round_no: int, released: Iterable[frozenset[str]],
+    contributors: frozenset[str], min_cohort: int,
+) -> DecryptionRefusedError | None:
+    """The refusal of a round whose contributors, with the ``released`` cohorts, would make
+    a combination of fewer than ``min_cohort`` participants derivable; None when safe."""
+    exposed = release_would_expose(released, contributors, min_cohort)
+    if exposed is None:
+        return None
+    return DecryptionRefusedError(
+        f"job {job_id!r}, Paillier round {round_no}: its contributors "
+        f"{sorted(contributors)}, with the cohorts released before, would make a statistic "
+        f"of fewer than {min_cohort} participants derivable ({', '.join(exposed)}); refusing "
+        "to decrypt, now and later."
+    )
 
 
 def mismatch_message(
@@ -179,7 +208,8 @@ class MemoryPaillierStore:
             self._records.setdefault((job_id, round_no), set()).add(participant)
 
     def close_paillier_round(
-        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
+        *, min_cohort: int,
     ) -> None:
         with self._lock:
             closed = self._closed.get((job_id, round_no))
@@ -192,6 +222,10 @@ class MemoryPaillierStore:
                 raise DecryptionRefusedError(
                     mismatch_message(job_id, round_no, recorded, contributors)
                 )
+            released = {frozenset(self._records[key]) for key in self._closed}
+            refusal = cohort_refusal(job_id, round_no, released, contributors, min_cohort)
+            if refusal is not None:
+                raise refusal
             self._closed[(job_id, round_no)] = request_sha256
 
 
@@ -311,7 +345,7 @@ class PaillierKeyHolder:
                 )
             vectors[name] = vector
         digest = hashlib.sha256(request.model_dump_json().encode()).hexdigest()
-        self._store.close_paillier_round(job, r, contributors, digest)
+        self._store.close_paillier_round(job, r, contributors, digest, min_cohort=self._min)
         sums = {}
         for name, vector in vectors.items():
             try:

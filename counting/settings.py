@@ -10,6 +10,8 @@
     paillier_bits = 2048                     # modulus of each job's Paillier key (>= 1024)
     coordinator_token_sha256 = "<sha256 hex of the coordinator's token>"
     metrics = false                          # true: serve GET /metrics (no token)
+    uploads_in_flight = 2                    # large bodies (over 1 MiB) one caller may send
+                                             # at once; more get 429 (protocol.body_limit)
 
     [[participants]]
     id = "hospital-a"
@@ -19,6 +21,7 @@
     certificate = "pki/counting.pem"
     key = "pki/counting-key.pem"
     client_ca = "pki/ca.pem"                 # optional: mutual TLS for every client
+    coordinator_name = "coordinator"         # mutual TLS: the coordinator's certificate name
 
 Only SHA-256 digests of tokens are stored (:func:`token_sha256`); a digest is 64 hex digits.
 :meth:`CountingSettings.load` lays the environment over the file (or reads it alone):
@@ -40,9 +43,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from fedclust.crypto.tokens import check_sha256_hex
+from fedclust.protocol.body_limit import UPLOADS_IN_FLIGHT
 from fedclust.protocol.config_env import EnvSchema, tls_schema
 from fedclust.protocol.config_toml import only_keys, resolve_sqlite_url
-from fedclust.protocol.tls import SERVER_KEYS, TlsSettings
+from fedclust.protocol.tls import COUNTING_KEYS, TlsSettings
 
 __all__ = ["CountingSettings", "ParticipantCredential"]
 
@@ -53,9 +57,10 @@ _ENV = EnvSchema({
     "counting": {
         "host": str, "port": int, "database_url": str, "min_participants": int,
         "paillier_bits": int, "coordinator_token_sha256": str, "metrics": bool,
+        "uploads_in_flight": int,
     },
     "participants": list[dict[str, Any]],
-    "tls": tls_schema(SERVER_KEYS),
+    "tls": tls_schema(COUNTING_KEYS),
 })
 
 
@@ -90,9 +95,12 @@ class CountingSettings:
             Paillier key holder decrypts aggregates of at least max(3, this) contributions.
         paillier_bits: the modulus size of each job's Paillier key pair (>= 1024).
         host, port: where ``fedclust counter serve`` listens.
-        tls: HTTPS and mutual TLS (``[tls]``).
+        tls: HTTPS and mutual TLS (``[tls]``, with ``coordinator_name``: the name the
+            coordinator's client certificate must carry for its token to count).
         metrics: serve Prometheus metrics at ``GET /metrics`` without a token (off by
             default; see :mod:`protocol.observability`).
+        uploads_in_flight: how many large bodies one caller may have in flight at once
+            (:mod:`protocol.body_limit`; more are answered 429).
     """
 
     coordinator_token_sha256: str = field(repr=False)
@@ -104,6 +112,7 @@ class CountingSettings:
     port: int = 8701
     tls: TlsSettings = field(default_factory=TlsSettings)
     metrics: bool = False
+    uploads_in_flight: int = UPLOADS_IN_FLIGHT
     _by_id: Mapping[str, ParticipantCredential] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -124,6 +133,10 @@ class CountingSettings:
             raise ValueError(f"paillier_bits must be >= 1024; got {self.paillier_bits}.")
         if not isinstance(self.metrics, bool):
             raise ValueError("metrics must be true or false.")
+        if isinstance(self.uploads_in_flight, bool) or not isinstance(
+            self.uploads_in_flight, int
+        ) or self.uploads_in_flight < 1:
+            raise ValueError("uploads_in_flight must be an integer >= 1.")
         if isinstance(self.port, bool) or not isinstance(self.port, int):
             raise ValueError("port must be an integer in 1..65535.")
         if not 1 <= self.port <= 65535:
@@ -180,7 +193,7 @@ class CountingSettings:
             section,
             {
                 "host", "port", "database_url", "min_participants", "paillier_bits",
-                "coordinator_token_sha256", "metrics",
+                "coordinator_token_sha256", "metrics", "uploads_in_flight",
             },
             where="[counting]",
         )
@@ -200,7 +213,10 @@ class CountingSettings:
             creds.append(ParticipantCredential(id=entry["id"], token_sha256=entry["token_sha256"]))
         kwargs: dict[str, Any] = {
             k: section[k]
-            for k in ("host", "port", "min_participants", "paillier_bits", "metrics")
+            for k in (
+                "host", "port", "min_participants", "paillier_bits", "metrics",
+                "uploads_in_flight",
+            )
             if k in section
         }
         if "database_url" in section:
@@ -210,7 +226,7 @@ class CountingSettings:
         return cls(
             coordinator_token_sha256=section["coordinator_token_sha256"],
             participants=tuple(creds),
-            tls=TlsSettings.from_table(doc.get("tls"), base=base),
+            tls=TlsSettings.from_table(doc.get("tls"), base=base, allowed=COUNTING_KEYS),
             **kwargs,
         )
 

@@ -19,8 +19,10 @@ Bonawitz's four:
 2. ``masked_input``: a fresh self-mask seed b_u^r, split with Shamir (threshold t) among u
    and its neighbours in C_r and sealed to each (AES-GCM under c_uv, the round in the
    associated data); y_u = x_u + PRG(b_u^r) + Σ_{v∈N(u)∩C_r} ±PRG(HKDF(s_uv; job, r)) in
-   Z_2^64, + when u < v, where x_u is the round's statistics laid end to end in name order
-   (one keystream per key covers them all); a commitment to b_u^r.
+   Z_2^(64·w), + when u < v, where x_u is the round's statistics laid end to end in name
+   order (one keystream per key covers them all; a statistic of w 64-bit words per value,
+   ``crypto.fixedpoint``, takes w keystream words per value and adds them with carries); a
+   commitment to b_u^r.
 3. ``unmask``: for each survivor neighbour (and u itself) its share of b_v^r; for each
    dropped neighbour d, the round's pair-mask key HKDF(s_ud; job, r) — never both for one
    peer in one round.
@@ -64,6 +66,7 @@ from numpy.typing import NDArray
 
 from fedclust.crypto import _prg, shamir
 from fedclust.crypto._prg import IntegrityError
+from fedclust.crypto.fixedpoint import add_into, subtract_into
 from fedclust.crypto.graph import MaskingGraph, shared_graph
 from fedclust.protocol._validation import check_int
 from fedclust.protocol.errors import ProtocolError, RefusedError
@@ -321,6 +324,48 @@ def _unflatten(
     return out
 
 
+def _check_words(
+    words: Mapping[str, int] | None, shapes: Mapping[str, tuple[int, ...]]
+) -> dict[str, int]:
+    """Each statistic's ring width (1 unless given); a w-word one has a last axis of w limbs."""
+    out = {name: 1 if words is None else int(words.get(name, 1)) for name in shapes}
+    for name, w in out.items():
+        if w < 1 or (w > 1 and (not shapes[name] or shapes[name][-1] != w)):
+            raise ValueError(
+                f"statistic {name!r} of {w} words must be a uint64 array whose last axis "
+                f"holds its {w} limbs."
+            )
+    return out
+
+
+class _Layout:
+    """Where each statistic's words lie in a round's vector (name order) and its ring width:
+    masks are added and removed in Z_2^(64·w) per statistic (``crypto.fixedpoint``)."""
+
+    def __init__(self, shapes: Mapping[str, tuple[int, ...]], words: Mapping[str, int]) -> None:
+        self.size = 0
+        self.spans: list[tuple[int, int, int]] = []  # (start, stop, words) per statistic
+        for name in sorted(shapes):
+            stop = self.size + int(np.prod(shapes[name], dtype=np.int64))
+            self.spans.append((self.size, stop, words[name]))
+            self.size = stop
+        self.one_word = all(w == 1 for _, _, w in self.spans)
+
+    def add(self, flat: UInt64Array, mask: UInt64Array) -> None:
+        if self.one_word:
+            flat += mask
+            return
+        for start, stop, w in self.spans:
+            add_into(flat[start:stop], mask[start:stop], w)
+
+    def subtract(self, flat: UInt64Array, mask: UInt64Array) -> None:
+        if self.one_word:
+            flat -= mask
+            return
+        for start, stop, w in self.spans:
+            subtract_into(flat[start:stop], mask[start:stop], w)
+
+
 # -- participant ---------------------------------------------------------------------------------
 
 
@@ -493,11 +538,17 @@ class MaskingClient:
         return self._graph
 
     def masked_input(
-        self, round_no: int, cohort: Sequence[str], values: Mapping[str, UInt64Array]
+        self,
+        round_no: int,
+        cohort: Sequence[str],
+        values: Mapping[str, UInt64Array],
+        words: Mapping[str, int] | None = None,
     ) -> MaskedInput:
         """Stage 2: the masked vectors of round ``round_no`` among ``cohort``.
 
-        ``values`` maps statistic names to encoded uint64 arrays (:func:`crypto.fixedpoint.encode`).
+        ``values`` maps statistic names to encoded uint64 arrays (:func:`crypto.fixedpoint.encode`);
+        ``words`` their ring widths (1 where not given): a w-word statistic's masks are w
+        keystream words per value, added with carries in Z_2^(64·w).
         """
         graph = self._ready()
         c = self._config
@@ -515,6 +566,8 @@ class MaskingClient:
                 "values must map non-empty statistic names to uint64 arrays "
                 "(see crypto.fixedpoint.encode)."
             )
+        shapes = {k: v.shape for k, v in values.items()}
+        layout = _Layout(shapes, _check_words(words, shapes))
         members = frozenset(cohort)
         self._check_cohort(graph, members, "the secure sum's cohort")
         holders = [p for p in graph.neighbours(self._id) if p in members]
@@ -535,15 +588,18 @@ class MaskingClient:
             sealed.append(EncryptedShare(c.job_id, round_no, self._id, peer, ciphertext))
         flat = np.concatenate([values[k].reshape(-1) for k in sorted(values)])
         stream = _prg.Keystream(flat.size)
-        flat += stream.words(
-            _prg.self_mask_key(seed, job_id=c.job_id, round_no=round_no, owner=self._id)
+        layout.add(
+            flat,
+            stream.words(
+                _prg.self_mask_key(seed, job_id=c.job_id, round_no=round_no, owner=self._id)
+            ),
         )
         for peer in holders:
             mask = stream.words(self._pair_key(peer, round_no))
             if self._id < peer:
-                flat += mask
+                layout.add(flat, mask)
             else:
-                flat -= mask
+                layout.subtract(flat, mask)
         masked = _unflatten(flat, {k: v.shape for k, v in values.items()})
         self._round = _Round(round_no, members, (xs[-1], shares[-1]))
         commitment = _prg.seed_commitment(seed, job_id=c.job_id, round_no=round_no, owner=self._id)
@@ -670,35 +726,45 @@ class MaskingServer:
         self._graph = _graph(self._config, by_sender)
         return [by_sender[p] for p in sorted(by_sender)]
 
-    def begin(self, round_no: int, cohort: Sequence[str]) -> ServerRound:
-        """A new secure sum among ``cohort`` (round numbers increase)."""
+    def begin(
+        self, round_no: int, cohort: Sequence[str], words: Mapping[str, int] | None = None
+    ) -> ServerRound:
+        """A new secure sum among ``cohort`` (round numbers increase); ``words``: the ring
+        width of each statistic (1 where not given)."""
         graph = self.graph
         check_int(round_no, name="round", owner="MaskingServer.begin", low=self._last_round + 1)
         members = frozenset(cohort)
         if not members <= graph.node_set:
             raise ProtocolError("a secure sum's cohort must lie within the job's key setup.")
         self._last_round = round_no
-        return ServerRound(self._config, graph, round_no, members)
+        return ServerRound(self._config, graph, round_no, members, words)
 
 
 class ServerRound:
     """One secure sum on the server: sums masked inputs, unmasks with the survivors' help."""
 
     def __init__(
-        self, config: JobConfig, graph: MaskingGraph, round_no: int, cohort: frozenset[str]
+        self,
+        config: JobConfig,
+        graph: MaskingGraph,
+        round_no: int,
+        cohort: frozenset[str],
+        words: Mapping[str, int] | None = None,
     ) -> None:
         self._config = config
         self._graph = graph
         self._round = round_no
         self._cohort = cohort
+        self._words = dict(words or {})
         self._inputs: dict[str, MaskedInput] = {}
         self._shapes: dict[str, tuple[int, ...]] = {}
+        self._layout: _Layout | None = None
         self._sums: dict[str, UInt64Array] = {}
         self._request: UnmaskRequest | None = None
         self._responses: dict[str, UnmaskResponse] = {}
 
     def receive_masked_input(self, message: MaskedInput) -> None:
-        """Add one participant's masked vectors to the running sums (Z_2^64)."""
+        """Add one participant's masked vectors to the running sums (Z_2^(64·w))."""
         c = self._config
         if message.job_id != c.job_id or message.round != self._round:
             raise ProtocolError("A masked input of another job or round was offered.")
@@ -710,7 +776,13 @@ class ServerRound:
             raise ProtocolError("Masked vectors must be uint64 arrays.")
         shapes = {k: tuple(v.shape) for k, v in message.vectors.items()}
         if not self._shapes:
+            try:
+                words = _check_words(self._words, shapes)
+            except ValueError as exc:
+                raise ProtocolError(str(exc)) from None
             self._shapes = shapes
+            self._layout = _Layout(shapes, words)
+            self._words = words
             self._sums = {k: np.zeros(s, dtype=np.uint64) for k, s in shapes.items()}
         elif shapes != self._shapes:
             raise ProtocolError("Masked inputs must carry the same statistics and shapes.")
@@ -722,7 +794,7 @@ class ServerRound:
         ) or len({s.recipient for s in message.shares}) != len(message.shares):
             raise ProtocolError("Sealed seed shares must go to the sender's neighbours, once each.")
         for k, v in message.vectors.items():
-            self._sums[k] += v
+            add_into(self._sums[k], v, self._words[k])
         self._inputs[message.sender] = message
 
     def unmask_request(self) -> tuple[UnmaskRequest, dict[str, list[EncryptedShare]]]:
@@ -769,7 +841,7 @@ class ServerRound:
         self._responses[sender] = response
 
     def aggregate(self) -> dict[str, UInt64Array]:
-        """The exact Z_2^64 sums of the survivors' inputs, per statistic.
+        """The exact Z_2^(64·w) sums of the survivors' inputs, per statistic.
 
         Needs t seed shares of every survivor and, for each dropout, the round keys of every
         surviving neighbour (else ProtocolError); a rebuilt seed that misses its commitment
@@ -816,10 +888,16 @@ class ServerRound:
                     )
                 pairs.append((v, d))
         flat = np.concatenate([self._sums[k].reshape(-1) for k in sorted(self._sums)])
+        layout = self._layout
+        if layout is None:
+            raise ProtocolError("No masked input arrived in this round.")
         stream = _prg.Keystream(flat.size)
         for u, seed in zip(survivors, seeds, strict=True):
-            flat -= stream.words(
-                _prg.self_mask_key(seed, job_id=c.job_id, round_no=self._round, owner=u)
+            layout.subtract(
+                flat,
+                stream.words(
+                    _prg.self_mask_key(seed, job_id=c.job_id, round_no=self._round, owner=u)
+                ),
             )
         for v, d in pairs:
             key = self._responses[v].pair_keys[d]
@@ -827,7 +905,7 @@ class ServerRound:
                 raise ProtocolError(f"survivor {v!r} revealed a malformed round key with {d!r}.")
             mask = stream.words(key)
             if v < d:  # v added +PRG(s_vd)
-                flat -= mask
+                layout.subtract(flat, mask)
             else:
-                flat += mask
+                layout.add(flat, mask)
         return _unflatten(flat, self._shapes)

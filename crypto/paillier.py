@@ -9,10 +9,14 @@ Encoding (one :class:`SlotSpec` per statistic per job)
     *offset binary*: ``s = round(v·2^f) + B`` with the offset ``B = ceil(bound·2^f)``, so
     ``0 <= s <= 2B``. The sum of ``P`` contributions lies in ``[0, 2PB]`` and decodes as
     ``(S - P·B) / 2^f``. Rounding error per decoded sum: at most ``P·2^-(f+1)`` from the
-    encoding, plus one float64 rounding of the result. ``bound·2^f <= 2^61`` is required.
+    encoding, plus one float64 rounding of the result (correctly rounded). The integers are
+    exact at any magnitude (``crypto.fixedpoint.fixed_integers``): ``bound·2^f`` may be as
+    large as the widest masked ring, ``< 2^(64·16 − 2)``, so the same declared encodings
+    (``coordinator.secure_sum.field_encodings``) serve masking and Paillier.
 
 Slots and packing
-    ``slot_bits = bit_length(2·B·max_parties)``: a slot is wide enough for the sum of up to
+    ``slot_bits = bit_length(2·B·max_parties)`` (as wide as the field's bound needs, however
+    many 64-bit words that is): a slot is wide enough for the sum of up to
     ``max_parties`` contributions, so summing never carries into the next slot (the headroom
     is ``slot_bits - bit_length(2B)`` bits). A plaintext has ``plaintext_bits = bits(n) - 1``
     usable bits (so every packed sum stays below ``n``) and holds
@@ -44,6 +48,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
@@ -53,7 +58,7 @@ from phe import paillier
 from phe.paillier import PaillierPrivateKey as PrivateKey
 from phe.paillier import PaillierPublicKey as PublicKey
 
-from fedclust.crypto.fixedpoint import to_fixed
+from fedclust.crypto.fixedpoint import MAX_WORDS, fixed_integers, limit_bits
 from fedclust.protocol._validation import check_float, check_int
 from fedclust.protocol.errors import ProtocolError, RefusedError
 
@@ -72,7 +77,6 @@ __all__ = [
 MIN_COHORT = 3
 """The floor of the minimum cohort: with two parties each learns the other's value."""
 
-_MAX_SCALED_BOUND = 2**61
 _MAX_PARTIES = 2**20
 
 
@@ -98,16 +102,18 @@ class SlotSpec:
         object.__setattr__(self, "bound", bound)
         check_int(self.max_parties, name="max_parties", owner=owner, low=MIN_COHORT,
                   high=_MAX_PARTIES)
-        if self.bound * 2.0**self.scale_bits > _MAX_SCALED_BOUND:
+        limit = limit_bits(MAX_WORDS)
+        if Fraction(self.bound) * 2**self.scale_bits >= 2**limit:
             raise ValueError(
                 f"SlotSpec of statistic {self.statistic!r}: bound·2^scale_bits must be "
-                f"<= 2^61; got scale_bits={self.scale_bits}."
+                f"< 2^{limit}; got scale_bits={self.scale_bits}."
             )
 
-    @property
+    @cached_property
     def offset(self) -> int:
         """``B = ceil(bound·2^f)``: the encoded value of 0; slots hold ``round(v·2^f) + B``."""
-        return math.ceil(self.bound * 2.0**self.scale_bits)
+        offset: int = math.ceil(Fraction(self.bound) * 2**self.scale_bits)
+        return offset
 
     @property
     def value_bits(self) -> int:
@@ -127,12 +133,13 @@ class SlotSpec:
         """Largest encoding error of a decoded sum of ``n_parties`` contributions."""
         return n_parties * 2.0 ** -(self.scale_bits + 1)
 
-    def encode(self, values: ArrayLike) -> NDArray[np.int64]:
+    def encode(self, values: ArrayLike) -> list[int]:
         """Offset-binary slots ``round(v·2^f) + B``, flattened; loud errors name the statistic."""
-        scaled = to_fixed(
+        offset = self.offset
+        scaled = fixed_integers(
             self.statistic, values, bound=self.bound, scale_bits=self.scale_bits
-        ).ravel()
-        return scaled + np.int64(self.offset)
+        )
+        return [v + offset for v in scaled]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -176,7 +183,7 @@ class Packing:
 
     def pack(self, values: ArrayLike) -> list[int]:
         """One party's values as plaintext integers ``1 + Σ_j s_j·2^(j·slot_bits)``."""
-        slots = self.spec.encode(values).tolist()
+        slots = self.spec.encode(values)
         per, sb = self.slots_per_plaintext, self.spec.slot_bits
         out: list[int] = []
         for i in range(self.n_plaintexts(len(slots))):
@@ -202,7 +209,7 @@ class Packing:
         mask = (1 << sb) - 1
         shift = n_parties * spec.offset
         top = 2 * shift
-        scale = 2.0**-spec.scale_bits
+        scale = 1 << spec.scale_bits
         out = np.empty(n_values, dtype=np.float64)
         for i, total in enumerate(totals):
             count = min(per, n_values - i * per)
@@ -219,7 +226,7 @@ class Packing:
                         f"statistic {spec.statistic!r}: a slot exceeds the range of "
                         f"{n_parties} contributions."
                     )
-                out[i * per + j] = float(s - shift) * scale
+                out[i * per + j] = (s - shift) / scale  # correctly rounded
                 rest >>= sb
         return out
 

@@ -17,7 +17,8 @@
   (:mod:`participant.enrolment`): organisations join and leave without a restart.
 
 Exit status: 0 on success, 1 when a followed job fails or is cancelled or an audit log's chain
-is broken, 2 on a usage, input or HTTP error (the server's detail is printed).
+is broken, 2 on a usage, input or HTTP error (the server's detail is printed), 3 when an audit
+log's chain is intact but unverified (``audit verify`` without the key material it needs).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import httpx
 import numpy as np
@@ -66,6 +67,10 @@ from fedclust.protocol.messages import (
 )
 from fedclust.report import format_job_list, format_result
 from fedclust.simulate import job_spec, simulate
+
+if TYPE_CHECKING:
+    from fedclust.counting.settings import CountingSettings
+    from fedclust.participant.config import ParticipantConfig
 
 PROTECTION_CHOICES = ("masking", "paillier", "none")
 PROTECTION_HELP = (
@@ -391,6 +396,8 @@ def _add_service_parsers(sub: Any) -> None:
         )
         if role in ("coordinator", "counter"):
             _add_migrate_parser(actions, role)
+        if role == "counter":
+            _add_members_parser(actions)
         if role == "participant":
             identity = actions.add_parser(
                 "identity", help="print this organisation's public identity key",
@@ -401,8 +408,70 @@ def _add_service_parsers(sub: Any) -> None:
                 ),
             )
             identity.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
+            identity.add_argument(
+                "--token-digest", action="store_true",
+                help="print the SHA-256 of this participant's token instead (for the counting "
+                "operator's `fedclust counter members approve --token-sha256`)",
+            )
             _add_participant_parser(actions)
             _add_enrol_parser(actions)
+
+
+def _add_members_parser(actions: Any) -> None:
+    members = actions.add_parser(
+        "members", help="list, approve or reject members of the counting service",
+        description=(
+            "The counting operator's membership decisions, on the counting host (they write "
+            "the database of the config file; a running service applies them at its next "
+            "request). A member that joins the federation through the coordinator is only "
+            "*requested* here: its token is accepted once you approve it, so the "
+            "coordinator's operator cannot invent members. Confirm the token's SHA-256 with "
+            "the organisation out of band (`fedclust participant identity --token-digest`) "
+            "and pass it with --token-sha256."
+        ),
+    )
+    decisions = members.add_subparsers(dest="decision", required=True)
+    listing = decisions.add_parser("list", help="members and pending requests")
+    listing.add_argument("--config", required=True, metavar="FILE", help="TOML config file")
+    for name, helptext in (
+        ("approve", "accept a pending request (the member's token works from now on)"),
+        ("reject", "drop a pending request"),
+    ):
+        cmd = decisions.add_parser(name, help=helptext, description=helptext + ".")
+        cmd.add_argument("participant_id", metavar="ID")
+        cmd.add_argument("--config", required=True, metavar="FILE", help="TOML config file")
+        if name == "approve":
+            cmd.add_argument(
+                "--token-sha256", metavar="HEX",
+                help="approve only if the request is for this digest (as the organisation "
+                "reports it)",
+            )
+
+
+def _counter_members(args: argparse.Namespace, settings: CountingSettings) -> int:
+    """``fedclust counter members list|approve|reject``: the counting operator's decisions."""
+    from fedclust.counting.db import CountingStore
+    from fedclust.counting.members import Members
+
+    store = CountingStore(settings.database_url)
+    try:
+        members = Members(settings, store)
+        if args.decision == "list":
+            for pid, _ in sorted(members.credentials()):
+                print(f"member   {pid}")
+            for pid, digest in sorted(store.membership_requests().items()):
+                print(f"pending  {pid}  token_sha256={digest}")
+            return 0
+        if args.decision == "reject":
+            if not store.reject_membership(args.participant_id):
+                raise ValueError(f"no membership request of {args.participant_id!r} is pending")
+            print(f"rejected the request of {args.participant_id}")
+            return 0
+        members.approve(args.participant_id, args.token_sha256)
+        print(f"approved {args.participant_id}: its token is accepted from now on")
+        return 0
+    finally:
+        store.close()
 
 
 def _add_migrate_parser(actions: Any, role: str) -> None:
@@ -849,10 +918,28 @@ def _add_audit_parser(sub: Any) -> None:
     )
     actions = audit.add_subparsers(dest="action", required=True)
     verify = actions.add_parser(
-        "verify", help="check the log's hash chain",
-        description="Check every line and the hash chain; exit 1 naming the first broken line.",
+        "verify", help="check the log against its signatures and the coordinator's receipts",
+        description="Check every line and the hash chain, every line's signature with the "
+        "participant's identity key (--public-key: catches a re-chained or appended log) and "
+        "every line the coordinator's receipts name (--receipts: catches a truncated or "
+        "emptied log). Both are needed: a chain alone is fooled by whoever can write the file. "
+        "With --config participant.toml both are found from the agent's config (its audit log, "
+        "its identity key file, and its receipts fetched from its coordinator with its own "
+        "credentials); an explicit LOG, --public-key or --receipts overrides. A swapped "
+        "identity key file does not pass: the lines the receipts name carry signatures by the "
+        "key registered at enrolment. Lines after the last receipt are vouched for by their "
+        "signatures only. Exit 0: verified; 1: broken (names the first broken line); 3: the "
+        "chain is intact but UNVERIFIED (names the missing key material).",
     )
-    verify.add_argument("log", metavar="LOG", help="the audit log (JSON lines)")
+    verify.add_argument(
+        "log", metavar="LOG", nargs="?",
+        help="the audit log (JSON lines); default with --config: the agent's audit_log",
+    )
+    verify.add_argument(
+        "--config", metavar="FILE",
+        help="the participant's participant.toml: the defaults for LOG, --public-key and "
+        "--receipts (fetched from its coordinator)",
+    )
     verify.add_argument(
         "--public-key", metavar="KEY",
         help="the participant's Ed25519 identity: its public key (base64, as the coordinator's "
@@ -880,37 +967,14 @@ def _add_audit_parser(sub: Any) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from fedclust.participant.audit import (
-        format_summary,
-        load_receipts,
-        public_key_from,
-        show,
-        verify,
-    )
+    from fedclust.participant.audit import format_summary, show
+    from fedclust.participant.config import ParticipantConfig
 
     if args.action == "receipts":
-        print(json.dumps(_fetch_receipts(args.config), indent=2))
+        print(json.dumps(_fetch_receipts(ParticipantConfig.load(args.config)), indent=2))
         return 0
     if args.action == "verify":
-        report = verify(
-            args.log,
-            public_key=None if args.public_key is None else public_key_from(args.public_key),
-            receipts=() if args.receipts is None else load_receipts(args.receipts),
-        )
-        if report.ok:
-            anchors = [
-                f"{report.signed} signed by the given key" if args.public_key else "",
-                "every receipt matches" if args.receipts else "",
-            ]
-            extra = "".join(f", {a}" for a in anchors if a)
-            print(f"ok: {report.records} records, chain intact{extra}")
-            return 0
-        print(
-            f"{args.log}: line {report.broken_line} {report.reason}; the chain is broken "
-            f"there ({report.records} records before it are intact)",
-            file=sys.stderr,
-        )
-        return 1
+        return _audit_verify(args)
     try:
         summary = show(args.log, job=args.job)
     except (ValueError, KeyError, TypeError) as exc:
@@ -925,11 +989,71 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch_receipts(config_path: str) -> list[dict[str, Any]]:
-    """The participant's receipts from its coordinator (authenticated with its own token)."""
+#: The exit status of `fedclust audit verify` for an intact chain without the key material
+#: that would vouch for it.
+UNVERIFIED_EXIT = 3
+_ANCHOR_FLAGS = {
+    "public_key": ("--public-key", "no --public-key: a re-chained or appended log would pass"),
+    "receipts": (
+        "--receipts", "no --receipts naming a line: a truncated or emptied log would pass"
+    ),
+}
+
+
+def _audit_verify(args: argparse.Namespace) -> int:
+    """Verify a log against both anchors; fail closed (exit 3) when either is missing."""
+    from fedclust.participant.audit import (
+        load_receipts,
+        parse_receipts,
+        public_key_from,
+        verify,
+    )
     from fedclust.participant.config import ParticipantConfig
 
-    config = ParticipantConfig.load(config_path)
+    config = None if args.config is None else ParticipantConfig.load(args.config)
+    log = args.log if args.log is not None else None if config is None else config.audit_path
+    if log is None:
+        raise ValueError("give the audit log (LOG) or the participant's --config.")
+    key = args.public_key
+    if key is None and config is not None:
+        key = str(config.identity_path)
+    if args.receipts is not None:
+        receipts = load_receipts(args.receipts)
+    elif config is not None:
+        receipts = parse_receipts(_fetch_receipts(config), f"{config.coordinator_url}'s answer")
+    else:
+        receipts = []
+    report = verify(
+        log, public_key=None if key is None else public_key_from(key), receipts=receipts
+    )
+    if not report.ok:
+        print(
+            f"{log}: line {report.broken_line} {report.reason}; the chain is broken "
+            f"there ({report.records} records before it are intact)",
+            file=sys.stderr,
+        )
+        return 1
+    checked = f"{report.records} records, chain intact" + (
+        f", {report.signed} signed by the given key" if key is not None else ""
+    )
+    if report.missing:
+        flags = " and ".join(_ANCHOR_FLAGS[a][0] for a in report.missing)
+        risks = "; ".join(_ANCHOR_FLAGS[a][1] for a in report.missing)
+        print(
+            f"{log}: UNVERIFIED: {checked}, but {risks}; give {flags}, or --config "
+            "participant.toml",
+            file=sys.stderr,
+        )
+        return UNVERIFIED_EXIT
+    print(
+        f"verified: {checked}, every receipt matches (the last names line "
+        f"{report.last_receipt}; lines after it are vouched for by their signatures only)"
+    )
+    return 0
+
+
+def _fetch_receipts(config: ParticipantConfig) -> list[dict[str, Any]]:
+    """The participant's receipts from its coordinator (authenticated with its own token)."""
     response = httpx.get(
         f"{config.coordinator_url}/api/v1/audit/heads/{config.id}",
         headers=config.auth_headers, timeout=30.0, verify=config.tls.httpx_verify(),
@@ -1081,6 +1205,8 @@ def _counter(args: argparse.Namespace) -> int:
             return _migrated(
                 "counter", settings.database_url, migrate_database(settings.database_url)
             )
+        if args.action == "members":
+            return _counter_members(args, settings)
         app = create_app(settings)  # opens the database: refuses one behind the schema
     _log_to_stderr(args)
     uvicorn.run(
@@ -1103,6 +1229,13 @@ def _participant(args: argparse.Namespace) -> int:
     if args.action == "assign":
         return _participant_assign(config, args)
     if args.action == "identity":
+        if args.token_digest:
+            from fedclust.crypto.tokens import token_sha256
+
+            if config.token is None:
+                raise ValueError(f"participant {config.id!r} has no token yet (enrol first)")
+            print(f"{config.id} token_sha256 = {token_sha256(config.token)}")
+            return 0
         print(f"{config.id} = \"{b64(load_identity(config.identity_path).public_bytes())}\"")
         return 0
     _log_to_stderr(args)

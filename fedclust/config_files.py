@@ -207,11 +207,13 @@ def participant_config(
     enforce_fcm_rule: bool = True,
     max_rounds: int = 1000,
     audit_log: str | None = None,
+    protections: Sequence[str] | None = None,
 ) -> dict[str, Table | list[Table]]:
     """participant.toml; relative paths resolve against the config file's folder.
 
     ``audit_log``: the participant's audit log (default, when None: ``audit-<id>.jsonl``
-    beside the config file).
+    beside the config file). ``protections``: the ``[policy] protections`` the participant
+    accepts (None: the policy's default, which refuses "none").
     """
     data: dict[str, Value] = {"path": data_path}
     if columns is not None:
@@ -224,16 +226,15 @@ def participant_config(
     }
     if audit_log is not None:
         participant["audit_log"] = audit_log
-    return {
-        "participant": participant,
-        "data": data,
-        "policy": {
-            "allowed_algorithms": list(allowed_algorithms),
-            "min_cluster_size": min_cluster_size,
-            "enforce_fcm_rule": enforce_fcm_rule,
-            "max_rounds": max_rounds,
-        },
+    policy: dict[str, Value] = {
+        "allowed_algorithms": list(allowed_algorithms),
+        "min_cluster_size": min_cluster_size,
+        "enforce_fcm_rule": enforce_fcm_rule,
+        "max_rounds": max_rounds,
     }
+    if protections is not None:
+        policy["protections"] = sorted(protections)
+    return {"participant": participant, "data": data, "policy": policy}
 
 
 def analyst_config(*, coordinator_url: str, token: str) -> dict[str, Table | list[Table]]:
@@ -268,6 +269,7 @@ def write_federation(
     task_timeout_seconds: float = 600,
     analyst: str = "analyst",
     tls: Literal["none", "tls", "mutual"] = "none",
+    protections: Sequence[str] | None = None,
 ) -> FederationFiles:
     """Write coordinator, counting, analyst and one participant config per ``data`` entry.
 
@@ -281,6 +283,9 @@ def write_federation(
         tls: "tls" serves both services over HTTPS with certificates of a fresh CA in
             ``root/pki`` (:mod:`fedclust.pki`); "mutual" also requires every client's
             certificate, a participant's issued under its id.
+        protections: every participant's ``[policy] protections`` (None: the default, which
+            refuses jobs of protection "none"; a federation whose parties one user plays,
+            such as the demo's, opts in to the protection it runs).
 
     Every credential is fresh; config files holding a token are written 0600.
     """
@@ -326,6 +331,7 @@ def write_federation(
                 participant_id=pid, coordinator_url=coordinator_url, counting_url=counting_url,
                 token=cred.token, state_dir=f"state-{pid}", data_path=data[pid],
                 columns=columns, label_column=label_column, audit_log=f"audit-{pid}.jsonl",
+                protections=protections,
             ) | tables.get(pid, {}),
             private=True,
         )

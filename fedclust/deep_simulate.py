@@ -17,12 +17,22 @@ Federations (also used by the MNIST benchmarks in ``benchmarks/``):
 - :func:`fedcref_federation` (Nardi et al. set-up): ``clients`` clients holding A..B random
   classes each, ``samples_per_class`` rows per class, disjoint rows.
 
-Protection: the drivers sum every model update / soft-prediction contribution through an
-``aggregate`` hook; :class:`MaskedAggregator` runs one pairwise-masking round
-(``crypto.masking``, Bonawitz et al. 2017) per call, on fixed-point encodings
-(``crypto.fixedpoint``) with declared bounds, so the coordinator side only sees masked
-vectors and their sum. A group of fewer than 3 members cannot be masked (the minimum cohort):
-its sum is formed in the clear and the notes say so.
+The run is the service's job with its agents in this process: the coordinator's side is the
+service's own (``coordinator.fedcref_job.run_fedcref_job`` or
+``coordinator.distill_job.run_distill_job`` over ``coordinator.remote.RemoteParticipant``
+proxies, after the participants' declarations, ``coordinator.declarations``), and each
+participant answers through the agent's dispatch (``participant.dispatch``: its policy, its
+FedCRef / fed-distill tasks, its ``participant.secure.SecureSession``) over a task channel in
+this process instead of HTTP. Only the participants' models are the simulator's
+(:func:`fedcref_federation`, :func:`distill_federation`), so it can evaluate them against
+the true labels.
+
+Protection: with "masking" (the default) every group sum of model updates or soft
+predictions is the service's secure sum, ``coordinator.secure_sum.MaskedSummation`` (SecAgg+
+masking on the service's fixed-point encodings, bounds from the declarations), and a group
+of fewer than 3 members is summed in the clear exactly as the service sums it; the notes are
+the service's result notes (the driver's and the summation's). "none" forms every sum in the
+clear, as the papers do.
 
 torch is imported lazily (inside the functions), so ``import fedclust`` works without the
 ``fedclust[deep]`` extra; running a model-based algorithm without it is a clear error.
@@ -31,22 +41,39 @@ torch is imported lazily (inside the functions), so ``import fedclust`` works wi
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
-from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS
-from fedclust.crypto.fixedpoint import SIGNED_LIMIT_BITS, Statistic, decode, encode
-from fedclust.crypto.graph import graph_parameters
-from fedclust.crypto.masking import IdentityKey, JobConfig, MaskingClient, MaskingServer
+from fedclust.coordinator.declarations import declare_job
+from fedclust.coordinator.distill_job import distill_result_document, run_distill_job
+from fedclust.coordinator.distillation import FedDistillResult
+from fedclust.coordinator.fedcref import FedCRefResult
+from fedclust.coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
+from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.crypto.masking import IdentityKey
+from fedclust.participant import dispatch
+from fedclust.participant.dispatch import SecureStages
+from fedclust.participant.distill_tasks import DistillTasks
+from fedclust.participant.fedcref_tasks import FedCRefTasks
+from fedclust.participant.local import LocalParticipant
+from fedclust.participant.policy import Policy, accepting
+from fedclust.participant.secure import PeerPins, SecureSession
+from fedclust.participant.terms import require_task
+from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import check_float, check_int
+from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.fedcref import AutoencoderSpec
+from fedclust.protocol.messages import DistillParams, FedCRefParams, JobCreate
 
 if TYPE_CHECKING:
     from fedclust.participant.deep.distill_local import DistillParticipant
@@ -61,7 +88,6 @@ __all__ = [
     "DeepSimulationDocument",
     "DistillFederation",
     "FedCRefFederation",
-    "MaskedAggregator",
     "class_sets",
     "distill_federation",
     "fedcref_federation",
@@ -169,7 +195,9 @@ def _pool_shortfall(pools: dict[int, list[int]], need: dict[int, int], what: str
 
 @dataclass
 class DistillFederation:
-    """Participants, their true group, the public set and each participant's test rows."""
+    """Participants, their true group, the public set, each participant's test rows, and each
+    participant's labelled rows (``rows``, aligned with ``participants``: what its agent
+    holds)."""
 
     participants: list[DistillParticipant]
     truth: list[int]
@@ -178,6 +206,7 @@ class DistillFederation:
     X_test: FloatArray
     y_test: IntArray
     tests: dict[str, IntArray]
+    rows: list[tuple[FloatArray, IntArray]]
 
     def evaluate(self, p: DistillParticipant) -> float:
         """Accuracy of a participant on the test rows of its group's classes."""
@@ -245,25 +274,29 @@ def distill_federation(
     participants: list[DistillParticipant] = []
     truth: list[int] = []
     tests: dict[str, IntArray] = {}
+    rows: list[tuple[FloatArray, IntArray]] = []
     for g, classes in enumerate(sets):
         te = np.concatenate([test_idx[c] for c in classes]).astype(np.int64)
         for k in range(clients_per_group):
             idx = np.array([pools[c].pop() for c in classes for _ in range(per_class)])
-            p = DistillParticipant(data.X[idx], data.y[idx], name=f"g{g}-c{k}", spec=spec)
+            rows.append((data.X[idx], data.y[idx]))
+            p = DistillParticipant(*rows[-1], name=f"g{g}-c{k}", spec=spec)
             participants.append(p)
             truth.append(g)
             tests[p.name] = te
     return DistillFederation(
-        participants, truth, sets, data.X[public_idx], X_test, y_test, tests
+        participants, truth, sets, data.X[public_idx], X_test, y_test, tests, rows
     )
 
 
 @dataclass
 class FedCRefFederation:
-    """FedCRef participants and the number of classes present (the true global K)."""
+    """FedCRef participants, the number of classes present (the true global K) and each
+    participant's rows with their true classes (``rows``, aligned with ``participants``)."""
 
     participants: list[FedCRefLocal]
     true_k: int
+    rows: list[tuple[FloatArray, IntArray]]
 
 
 def fedcref_federation(
@@ -297,6 +330,7 @@ def fedcref_federation(
     used = dict.fromkeys(range(_N_CLASSES), 0)
     present: set[int] = set()
     parts: list[FedCRefLocal] = []
+    held: list[tuple[FloatArray, IntArray]] = []
     for i in range(clients):
         classes = rng.choice(_N_CLASSES, size=int(rng.integers(lo, hi + 1)), replace=False)
         rows = []
@@ -311,115 +345,113 @@ def fedcref_federation(
             used[c] = start + per_class
             present.add(c)
         idx = np.concatenate(rows)
+        held.append((data.X[idx], data.y[idx]))
         parts.append(
             FedCRefLocal(
-                data.X[idx], name=f"client-{i}", initial=initial, y_true=data.y[idx],
+                held[-1][0], name=f"client-{i}", initial=initial, y_true=held[-1][1],
                 dirtiness=dirtiness, config=config,
             )
         )
-    return FedCRefFederation(parts, len(present))
+    return FedCRefFederation(parts, len(present), held)
 
 
-# -- protection --------------------------------------------------------------------------------
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
+# -- the service's job, in process ------------------------------------------------------------
+class _FedCRefAgent(FedCRefTasks):
+    """The agent's FedCRef tasks over a simulated participant: ``fedcref_init`` starts from the
+    federation's :class:`FedCRefLocal` (its initial clustering, k-means or the paper's dirty
+    labels, and the true classes the simulator evaluates it against) instead of a new one."""
+
+    def __init__(self, local: FedCRefLocal, X: FloatArray, y: IntArray) -> None:
+        super().__init__(X, y, name=local.name)
+        self._prepared = local
+
+    def _new(
+        self, initial: Literal["kmeans", "labels"], k: int | None, k_max: int, epochs: int,
+        hidden: tuple[int, ...],
+    ) -> tuple[Any, Any]:
+        return self._prepared, AutoencoderSpec(self._prepared.n_features, hidden)
 
 
-N = TypeVar("N", bound=_Named)
-Contribution = dict[str, FloatArray]
+class _DistillAgent(DistillTasks):
+    """The agent's fed-distill tasks over a simulated participant: ``distill_train`` trains
+    the federation's :class:`DistillParticipant` (the one the simulator evaluates)."""
+
+    def __init__(self, participant: DistillParticipant, X: FloatArray, y: IntArray) -> None:
+        super().__init__(X, y, name=participant.name)
+        self._prepared = participant
+
+    def _participant(self, n_classes: int, classifier: Literal["mlp", "cnn"]) -> Any:
+        return self._prepared
 
 
-def _scale_bits(n_parties: int, bound: float) -> int:
-    """The finest resolution 2^-f with n_parties · bound · 2^f < 2^62 (one bit of margin)."""
-    headroom = SIGNED_LIMIT_BITS - 1 - math.ceil(math.log2(n_parties * bound + 1.0))
-    return max(0, min(52, headroom))
+class _InProcessAgents:
+    """The simulated job's task channel (``coordinator.remote.TaskChannel``): each
+    participant is an agent in this process that checks every task against the job's terms
+    (``participant.terms.require_task``) and answers through the agent's own dispatch
+    (``participant.dispatch.execute``: policy, model tasks, and the secure-sum stages of its
+    :class:`SecureSession` under a fresh identity key)."""
 
-
-class MaskedAggregator:
-    """The drivers' ``aggregate`` hook with pairwise masking: one masking round per call.
-
-    Every participant gets a fresh Ed25519 identity key per simulation; each group sets up
-    its masking keys and graph once (``crypto.masking``, SecAgg+) and each call is the next
-    round of that group's sums: every member encodes its named arrays
-    (:func:`crypto.fixedpoint.encode`) under the declared bound of that field
-    (``bounds[name]``, per value) and masks them, and the call returns the decoded
-    unmasked SUM, the only thing the server side sees besides masked vectors. Groups with fewer
-    than :data:`MIN_PROTECTED_MEMBERS` members are summed in the clear and listed in ``notes``.
-    """
-
-    def __init__(self, names: Sequence[str], bounds: dict[str, float]) -> None:
-        self._keys = {n: IdentityKey.generate() for n in names}
-        self._public = {n: k.public_bytes() for n, k in self._keys.items()}
-        self._bounds = dict(bounds)
-        self._groups: dict[tuple[str, ...], tuple[MaskingServer, dict[str, MaskingClient]]] = {}
-        self.masked_rounds = 0
-        self.clear_sums: list[tuple[str, ...]] = []
-
-    @property
-    def notes(self) -> list[str]:
-        """What could not be protected, one line per distinct small group."""
-        small = sorted(set(self.clear_sums))
-        return [
-            f"sum over {', '.join(g)} ({len(g)} member(s) < {MIN_PROTECTED_MEMBERS}) was formed "
-            "in the clear: a masked sum cannot hide the contributions of fewer than 3 members"
-            for g in small
-        ] + self.summary
-
-    @property
-    def summary(self) -> list[str]:
-        """How many sums were masked (empty when none was)."""
-        if not self.masked_rounds:
-            return []
-        return [f"{self.masked_rounds} group sum(s) were pairwise masked (Bonawitz et al.)."]
-
-    def __call__(self, members: Sequence[N], ask: Callable[[N], Contribution]) -> Contribution:
-        answers = {p.name: ask(p) for p in members}
-        names = list(answers)
-        keys = sorted(answers[names[0]])
-        if any(sorted(a) != keys for a in answers.values()):
-            raise ValueError("group members returned contributions with different fields.")
-        unknown = [k for k in keys if k not in self._bounds]
-        if unknown:
-            raise ValueError(f"no declared bound for the field(s) {unknown}.")
-        if len(names) < MIN_PROTECTED_MEMBERS:
-            self.clear_sums.append(tuple(names))
-            return {
-                k: np.sum([np.asarray(answers[n][k], dtype=np.float64) for n in names], axis=0)
-                for k in keys
-            }
-        self.masked_rounds += 1
-        stats = {k: Statistic(k, _scale_bits(len(names), self._bounds[k]), self._bounds[k])
-                 for k in keys}
-        server, clients = self._group(tuple(sorted(names)))
-        round_no = self.masked_rounds
-        rnd = server.begin(round_no, names)
-        for n, client in clients.items():
-            encoded = {k: encode(stats[k], answers[n][k]) for k in keys}
-            rnd.receive_masked_input(client.masked_input(round_no, names, encoded))
-        request, inboxes = rnd.unmask_request()
-        for n, client in clients.items():
-            rnd.receive_unmask_response(client.unmask(request, inboxes[n]))
-        totals = rnd.aggregate()
-        return {k: decode(stats[k], totals[k], len(names)) for k in keys}
-
-    def _group(
-        self, names: tuple[str, ...]
-    ) -> tuple[MaskingServer, dict[str, MaskingClient]]:
-        """The group's masking server and clients, keys set up at its first sum."""
-        if names not in self._groups:
-            params = graph_parameters(len(names))
-            config = JobConfig(
-                f"{_JOB_ID}/{len(self._groups) + 1}", names, params.degree, params.threshold
+    def __init__(
+        self, spec: JobCreate, agents: Sequence[tuple[FloatArray, FedCRefTasks | DistillTasks]]
+    ) -> None:
+        self._spec = spec
+        self.identities: dict[str, bytes] = {}
+        self._agents: dict[str, tuple[LocalParticipant, SecureStages, Iterator[int]]] = {}
+        # The simulated organisations are the user's: they accept the job's protection.
+        policy = Policy(protections=accepting(spec.protection))
+        for name, (X, tasks) in zip(spec.participants, agents, strict=True):
+            local = LocalParticipant(X, name=name, policy=policy)
+            local.model_tasks = tasks
+            key = IdentityKey.generate()
+            self.identities[name] = key.public_bytes()
+            session = SecureSession(
+                local, participant_id=name, job_id=_JOB_ID, identity=key, pins=PeerPins()
             )
-            public = {n: self._public[n] for n in names}
-            clients = {n: MaskingClient(config, n, self._keys[n], public) for n in names}
-            server = MaskingServer(config, public)
-            adverts = server.receive_adverts([c.advertise() for c in clients.values()])
-            for client in clients.values():
-                client.receive_adverts(adverts)
-            self._groups[names] = (server, clients)
-        return self._groups[names]
+            self._agents[name] = (local, SecureStages(session, None), itertools.count(1))
+
+    def ask(self, participant: str, spec: msg.TaskSpec) -> msg.Reply:
+        local, stages, numbers = self._agents[participant]
+        try:  # the agent's check of every task against the job's terms
+            require_task(self._spec, self._spec.algorithm, spec)
+        except RefusedError as exc:
+            return msg.RefusalReply(reason=str(exc))
+        task = msg.Task(
+            job_id=_JOB_ID, task_id=next(numbers), algorithm=self._spec.algorithm, spec=spec
+        )
+        return dispatch.execute(local, task, stages)
+
+
+R = TypeVar("R")
+
+
+def _run_job(
+    spec: JobCreate,
+    agents: _InProcessAgents,
+    n_features: int,
+    run: Callable[[list[RemoteParticipant], JobSummation | None], R],
+) -> tuple[R, list[str]]:
+    """The coordinator's side of a model-based job (as ``coordinator.runner`` runs it): the
+    job's masked summation over the agents' identity keys (none for protection "none"), the
+    participants' declarations and the bounds they give the summation, then ``run`` (the
+    job's driver). Returns the driver's result and the summation's notes."""
+    remotes = [
+        RemoteParticipant(name, channel=agents, n_features=n_features)
+        for name in spec.participants
+    ]
+    summation = None if spec.protection == "none" else MaskedSummation(
+        _JOB_ID, agents.identities, concurrent=False, graph=spec.masking_graph
+    )
+    bounds = declare_job(remotes, spec, n_features=n_features)
+    if summation is not None:
+        summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
+    return run(remotes, summation), [] if summation is None else summation.notes
+
+
+def _check_protection(protection: str) -> None:
+    if protection not in ("masking", "none"):
+        raise ValueError(
+            f"the model-based algorithms take --protection masking or none; got {protection!r}"
+        )
 
 
 # -- result document ---------------------------------------------------------------------------
@@ -483,16 +515,6 @@ class DeepSimulationDocument(BaseModel):
     notes: list[str]
 
 
-def _aggregator(
-    protection: Protection, names: Sequence[str], bounds: dict[str, float]
-) -> MaskedAggregator | None:
-    if protection not in ("masking", "none"):
-        raise ValueError(
-            f"the model-based algorithms take --protection masking or none; got {protection!r}"
-        )
-    return MaskedAggregator(names, bounds) if protection == "masking" else None
-
-
 def simulate_fed_distill(
     dataset: str = "digits",
     *,
@@ -514,39 +536,56 @@ def simulate_fed_distill(
     ``distill_epochs`` None = 30 on digits (MLP classifier), 50 (the paper's) on MNIST (CNN).
     """
     require_torch()
-    from fedclust.coordinator.distillation import run_fed_distill
-    from fedclust.protocol.distillation import COUNT, SOFT_SUM, grouping_ari
+    from fedclust.protocol.distillation import grouping_ari
 
+    _check_protection(protection)
     t0 = time.perf_counter()
     data = load_dataset(dataset)
     epochs = distill_epochs if distill_epochs is not None else (30 if dataset == "digits" else 50)
+    kind: Literal["mlp", "cnn"] = "mlp" if dataset == "digits" else "cnn"
     fed = distill_federation(
         data, groups=groups, clients_per_group=clients_per_group,
         classes_per_group=classes_per_group, samples_per_class=samples_per_class,
-        public_per_class=public_per_class, test_per_class=test_per_class,
-        kind="mlp" if dataset == "digits" else "cnn", seed=seed,
+        public_per_class=public_per_class, test_per_class=test_per_class, kind=kind, seed=seed,
     )
     names = [p.name for p in fed.participants]
-    # Per value: a probability is <= 1, a member count is 1.
-    agg = _aggregator(protection, names, {SOFT_SUM: 1.0, COUNT: 1.0})
-    res = run_fed_distill(
-        fed.participants, fed.public, distance_threshold=distance_threshold,
-        temperature=temperature, epochs=epochs, mode=mode, seed=seed, aggregate=agg,
-        evaluate=fed.evaluate,
+    spec = JobCreate(
+        algorithm="fed-distill", participants=names, seed=seed, protection=protection,
+        distill=DistillParams(
+            public=msg.WireArray.of(fed.public), n_classes=_N_CLASSES,
+            distance_threshold=distance_threshold, temperature=temperature, epochs=epochs,
+            classifier=kind, mode=mode,
+        ),
     )
+    agents = _InProcessAgents(
+        spec, [(X, _DistillAgent(p, X, y)) for p, (X, y) in zip(
+            fed.participants, fed.rows, strict=True)],
+    )
+    by_name = {p.name: p for p in fed.participants}
+
+    def run(
+        remotes: list[RemoteParticipant], summation: JobSummation | None
+    ) -> FedDistillResult:
+        return run_distill_job(
+            remotes, spec, summation=summation,
+            evaluate=lambda r: fed.evaluate(by_name[r.name]),
+        )
+
+    res, secure_notes = _run_job(spec, agents, data.n_features, run)
+    service = distill_result_document(res, spec, secure_notes=secure_notes)
     found = res.group_labels(names)
     truth_of = dict(zip(names, fed.truth, strict=True))
-    unprotected = set(res.unprotected_groups)
+    unprotected = service.unprotected_groups or []
     out_groups = [
         DeepGroup(
             members=list(g), truth=[truth_of[n] for n in g],
             accuracy=res.group_accuracy[i] if res.group_accuracy else None,
-            protected=protection == "masking" and mode != "local" and g not in unprotected,
+            protected=protection == "masking" and mode != "local" and list(g) not in unprotected,
         )
         for i, g in enumerate(res.groups)
     ]
-    # The driver's notes already name each group too small to mask.
-    notes = [*res.notes, *(agg.summary if agg is not None else [])]
+    # The service's notes: the driver's (each group too small to mask) and the summation's.
+    notes = list(service.notes)
     if protection == "none" and mode != "local":
         notes.append("--protection none: the group sums were formed in the clear.")
     local = fed.per_true_group(res.accuracy_before)
@@ -598,15 +637,16 @@ def simulate_fedcref(
     (digits, d = 0: final ACC 0.85 with 20 epochs, 0.96 with 60;
     benchmarks/bench_fedcref_mnist.py).
 
-    Masked fields: ``weighted_params`` = n·θ with |θ| <= ``param_bound`` per value and n <=
-    the largest participant's row count, and ``n`` <= that row count.
+    Masked fields (``coordinator.secure_sum.field_encodings``): ``weighted_params`` = n·θ
+    with |θ| <= ``param_bound`` (the job's ``value_bound``) per value and n <= the job's
+    max_rows (the largest declared row bound), and ``rows`` = n.
     """
     require_torch()
-    from fedclust.coordinator.fedcref import run_fedcref
     from fedclust.participant.deep.fedcref_local import label_evaluator
     from fedclust.protocol.distillation import grouping_ari
     from fedclust.protocol.fedcref import ClusterRef, Grouping
 
+    _check_protection(protection)
     t0 = time.perf_counter()
     theta = theta if theta is not None else (DIGITS_THETA if dataset == "digits" else 0.2)
     bound = check_float(param_bound, name="param_bound", owner="simulate_fedcref", low=0.0,
@@ -619,9 +659,18 @@ def simulate_fedcref(
     )
     parts = fed.participants
     names = [p.name for p in parts]
-    max_rows = float(classes_per_client[1] * samples_per_class)
-    agg = _aggregator(
-        protection, names, {"weighted_params": bound * max_rows, "n": max_rows}
+    spec = JobCreate(
+        algorithm="fedcref", participants=names, seed=seed, protection=protection,
+        value_bound=bound,
+        fedcref=FedCRefParams(
+            # "dirty": each participant's own labels, a fraction d of them swapped.
+            initial="kmeans" if initial == "kmeans" else "labels", epochs=local_epochs,
+            alpha=alpha, theta=theta, tau=tau, fedavg_rounds=fedavg_rounds,
+            max_iterations=max_iterations, refine_with=refine_with,
+        ),
+    )
+    agents = _InProcessAgents(
+        spec, [(X, _FedCRefAgent(p, X, y)) for p, (X, y) in zip(parts, fed.rows, strict=True)]
     )
     base = label_evaluator(parts)
     majority: dict[ClusterRef, int] = {}
@@ -635,14 +684,14 @@ def simulate_fedcref(
                 majority.update({(i, q): int(classes[m]) for q, m in enumerate(maj)})
         return base(grouping)
 
-    res = run_fedcref(
-        parts, alpha=alpha, theta=theta, tau=tau, fedavg_rounds=fedavg_rounds,
-        max_iterations=max_iterations, refine_with=refine_with, seed=seed, aggregate=agg,
-        evaluate=evaluate,
-    )
+    def run(remotes: list[RemoteParticipant], summation: JobSummation | None) -> FedCRefResult:
+        return run_fedcref_job(remotes, spec, summation=summation, evaluate=evaluate)
+
+    res, secure_notes = _run_job(spec, agents, data.n_features, run)
+    service = fedcref_result_document(res, spec, secure_notes=secure_notes)
     last = res.iterations[-1]
     grouping = last.grouping
-    small = set(last.small_groups)
+    unprotected = service.unprotected_groups or []
 
     def ref(c: ClusterRef) -> str:
         return f"{names[c[0]]}:{c[1]}"
@@ -650,9 +699,9 @@ def simulate_fedcref(
     out_groups = [
         DeepGroup(
             members=[ref(c) for c in g], truth=[majority[c] for c in g],
-            protected=protection == "masking" and gi not in small,
+            protected=[ref(c) for c in g] not in unprotected,
         )
-        for gi, g in enumerate(grouping.groups)
+        for g in grouping.groups
     ]
     found: list[int] = []
     true: list[int] = []
@@ -662,7 +711,8 @@ def simulate_fedcref(
     for j, c in enumerate(grouping.isolated):
         found.append(len(grouping.groups) + j)
         true.append(majority[c])
-    notes = [*res.notes, *(agg.notes if agg is not None else [])]
+    # The service's notes: the driver's (groups too small to mask) and the summation's.
+    notes = list(service.notes)
     if protection == "none":
         notes.append("--protection none: the FedAvg sums were formed in the clear.")
     if not grouping.groups:

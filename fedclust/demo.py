@@ -35,6 +35,7 @@ import numpy as np
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.data import synthetic
+from fedclust.participant.policy import accepting
 from fedclust.progress import SweepProgress
 from fedclust.protocol.messages import JobCreate, JobPublic, ProtectionScheme, ResultDocument
 from fedclust.report import format_result
@@ -237,6 +238,7 @@ def _run(root: Path, seed: int, protection: ProtectionScheme) -> ResultDocument:
     files = write_federation(
         root, data=write_shares(root, seed), columns=["x", "y"],
         coordinator_port=free_port(), counting_port=free_port(), task_timeout_seconds=60,
+        protections=sorted(accepting(protection)),  # the user plays every party
     )
     demo = Demo(files=files, logs=logs)
     try:

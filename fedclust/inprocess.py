@@ -28,6 +28,7 @@ from fedclust.counting.settings import CountingSettings
 from fedclust.data.federations import Federation
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.policy import accepting
 from fedclust.protocol.messages import JobCreate, JobPublic, ResultDocument
 
 __all__ = ["run_in_process", "serving"]
@@ -57,6 +58,9 @@ def run_in_process(
 ) -> ResultDocument:
     """Run ``spec`` through the real apps and agents in this process; return its result.
 
+    The user plays every party here, so the agents accept the job's protection, "none"
+    included (``[policy] protections``).
+
     ``spec.participants`` names the participants, one per dataset of ``federation``, in
     order. Each agent reads its share from a file in ``workdir`` (a temporary folder when
     None), as a deployed agent would. ``labels`` (one integer vector per dataset, for
@@ -82,6 +86,7 @@ def run_in_process(
         files = write_federation(
             root, data=shares, coordinator_port=8700, counting_port=8701,
             min_participants=min_cohort, label_column=None if labels is None else width,
+            protections=sorted(accepting(spec.protection)),
         )
         with serving(files) as coordinator:
             config = AnalystConfig(coordinator_url=files.coordinator_url, token=files.analyst_token)

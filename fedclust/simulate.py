@@ -41,7 +41,7 @@ class CountingService:
     released at R and again at R + 1 reporters would give away the last one's N_l.
     (Stallmann & Wilbik §2.2.3 recommend a party other than the coordinator for this.)
     It serves one roster, so the real service's guard against differencing the totals of
-    several rosters (:mod:`counting.release_guard`) has nothing to refuse here: the multiples
+    several rosters (:mod:`protocol.release_guard`) has nothing to refuse here: the multiples
     of one roster's indicator vector give no count of fewer than ``min_participants``.
     """
 

@@ -14,20 +14,22 @@
 
 At start-up the agent checks that its rows satisfy the bounds its policy declares
 (``protocol.declaration``; derived from the rows when not configured) and logs them; every
-job's first task (``declare``) sends them to the coordinator and is where the policy's roster
-rule is evaluated, against the rosters joined before (``state_dir/rosters.json``,
-:mod:`participant.rosters`).
+job's first task (``declare``) sends them to the coordinator. It carries the job's terms:
+there the policy's protections and roster rule are evaluated (the roster against the rosters
+joined before, ``state_dir/rosters.json``, :mod:`participant.rosters`), and every later task
+of the job must be one those terms allow (:mod:`participant.terms`); a task of a job never
+declared is refused.
 
-Per job, ``state_dir/jobs/<job_id>.json`` keeps the standardisations applied (task id, mean,
-scale) and the number of algorithm-step tasks answered, so a restarted agent re-applies the
-scaling and keeps counting towards ``policy.max_rounds``; a re-delivered task (same id) is
-answered again without being applied or counted twice. Steps beyond ``max_rounds``, tasks
-outside the policy and tasks the data cannot answer get a :class:`~protocol.messages.RefusalReply`
-with the reason. Network errors and 5xx answers are retried with exponential backoff; the
-agent stops, between requests, once ``stop`` is set. It logs to ``fedclust.participant``,
-never a token, a count or a data value — except, for its operator only, how many values
-exceeded a declared bound and by how much (``dispatch.over_bound_refusal``), which the
-coordinator never learns.
+Per job, ``state_dir/jobs/<job_id>.json`` keeps its declared terms, the standardisations
+applied (task id, mean, scale) and the number of algorithm-step tasks answered, so a
+restarted agent re-applies the scaling and keeps counting towards ``policy.max_rounds``; a
+re-delivered task (same id) is answered again without being applied or counted twice. Steps
+beyond ``max_rounds``, tasks outside the policy or the job's terms and tasks the data cannot
+answer get a :class:`~protocol.messages.RefusalReply` with the reason. Network errors and
+5xx answers are retried with exponential backoff; the agent stops, between requests, once
+``stop`` is set. It logs to ``fedclust.participant``, never a token, a count or a data
+value — except, for its operator only, how many values exceeded a declared bound and by how
+much (``dispatch.over_bound_refusal``), which the coordinator never learns.
 
 Every request body the agent sends (enrolment, contributions including refusals, count
 reports) is serialised once, recorded in the participant's audit log
@@ -42,12 +44,11 @@ import contextlib
 import json
 import logging
 import math
-import os
 import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -67,10 +68,12 @@ from fedclust.participant.model_tasks import ModelTasks
 from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.rosters import RosterBook
 from fedclust.participant.secure import PeerPins, SecureSession, load_identity
+from fedclust.participant.terms import require_task
 from fedclust.protocol import messages as msg
 from fedclust.protocol.audit_wire import AuditHead
 from fedclust.protocol.blobs import BLOB_KEY, digest, inline
 from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.private_files import private_file, write_private
 from fedclust.protocol.rows import Rows, RowSource, largest_magnitude, pin_blas_threads
 from fedclust.protocol.secure_wire import b64
 
@@ -94,7 +97,7 @@ _REASON_MAX: Final = 2000
 _JITTER: Final = random.Random()  # retry delays, not secrets
 #: An idle agent anchors its audit log's head at the coordinator at most this often (s).
 AUDIT_ANCHOR_SECONDS: Final = 30.0
-_STATE_VERSION: Final = 1
+_STATE_VERSION: Final = 2  # 2: the job's declared terms; a version 1 file loads without
 
 
 class AgentError(Exception):
@@ -117,12 +120,16 @@ class Standardisation:
 
 @dataclass
 class JobState:
-    """What the agent remembers of a job across restarts."""
+    """What the agent remembers of a job across restarts: the terms its declare task carried
+    (None before it, or in a state saved before version 2: every later task is then refused
+    until the job is declared again), standardisations, rounds and the secure-sum replay
+    guard."""
 
     standardisations: list[Standardisation] = field(default_factory=list)
     steps: int = 0
     last_step_task: int = -1
     secure_round: int = 0  # the latest secure sum begun (replay guard across restarts)
+    terms: msg.JobCreate | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,14 +141,16 @@ class JobState:
             "steps": self.steps,
             "last_step_task": self.last_step_task,
             "secure_round": self.secure_round,
+            "terms": None if self.terms is None else self.terms.model_dump(mode="json"),
         }
 
     @classmethod
     def from_json(cls, doc: Any) -> JobState:
         """Parse a saved state; ValueError when it is not one."""
         try:
-            if doc["version"] != _STATE_VERSION:
+            if doc["version"] not in (1, _STATE_VERSION):
                 raise ValueError(f"unsupported state version {doc['version']!r}")
+            terms = doc.get("terms")
             return cls(
                 standardisations=[
                     Standardisation(
@@ -154,13 +163,15 @@ class JobState:
                 steps=int(doc["steps"]),
                 last_step_task=int(doc["last_step_task"]),
                 secure_round=int(doc.get("secure_round", 0)),
+                terms=None if terms is None else msg.JobCreate.model_validate(terms),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:  # a ValidationError is a ValueError
             raise ValueError(f"not a saved job state ({exc})") from None
 
 
 class StateStore:
-    """Per-job JSON files under ``root/jobs`` (written atomically)."""
+    """Per-job JSON files under ``root/jobs`` (written atomically, mode 0600, folders 0700:
+    :mod:`protocol.private_files`)."""
 
     def __init__(self, root: Path) -> None:
         self._dir = root / "jobs"
@@ -196,13 +207,9 @@ class StateStore:
             return
         points, objective = held
         file = self.path(job_id).with_suffix(".held.npz")
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_name(file.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
+        with private_file(file) as handle:
             np.savez(handle, points=points.points, weights=points.weights,
                      objective=np.float64(objective))
-        os.replace(tmp, file)
 
     def load_held(self, job_id: str, local: LocalParticipant) -> bool:
         """Restore the saved held centers of ``job_id`` into ``local`` (False: none saved).
@@ -225,15 +232,8 @@ class StateStore:
         return True
 
     def save(self, job_id: str, state: JobState) -> None:
-        file = self.path(job_id)
-        tmp = file.with_name(file.name + ".tmp")
-        text = json.dumps(state.to_json())
-        try:
-            tmp.write_text(text, encoding="utf-8")
-        except FileNotFoundError:  # the first save (the folder is made once, not every step)
-            self._dir.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, file)
+        """Replace the saved state of ``job_id`` (mode 0600: it holds the data's means)."""
+        write_private(self.path(job_id), json.dumps(state.to_json()))
 
 
 @dataclass
@@ -363,6 +363,7 @@ class _Agent:
         self._states = StateStore(config.state_dir)
         self._pins = PeerPins(config.state_dir / "peer-identities.json", config.peers)
         self._rosters = RosterBook(config.state_dir / "rosters.json")
+        self._announced: set[tuple[str, frozenset[str]]] = set()  # (job, cohort) accepted
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._blobs: OrderedDict[str, bytes] = OrderedDict()  # by SHA-256, least recent first
         self._anchored_line = 0  # the log's line that recorded the last head sent
@@ -515,7 +516,7 @@ class _Agent:
         new_step = step_kind in STEP_KINDS and task.task_id > state.last_step_task
         try:
             self._config.policy.require(task.algorithm)
-            self._require_roster(task)
+            self._require_declared(task, state)
             if new_step:
                 self._config.policy.require_round(state.steps + 1)
         except RefusedError as exc:
@@ -548,7 +549,11 @@ class _Agent:
         if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask):
             begins_sum = True
             state.secure_round = max(state.secure_round, spec.round)
-        if isinstance(spec, msg.ApplyStandardisationTask) or new_step or begins_sum:
+        declares = isinstance(spec, msg.DeclareTask) and state.terms is None
+        if declares:
+            assert isinstance(spec, msg.DeclareTask)
+            state.terms = spec.terms
+        if isinstance(spec, msg.ApplyStandardisationTask) or new_step or begins_sum or declares:
             if isinstance(spec, msg.ApplyStandardisationTask):
                 state.standardisations.append(
                     Standardisation(
@@ -576,18 +581,65 @@ class _Agent:
                          f"({exc.strerror})")
         )
 
-    def _require_roster(self, task: msg.Task) -> None:
-        """The roster rule (``participant.rosters``): evaluated on the job's declare task;
-        a protected sum needs an admitted roster containing its cohort."""
+    def _require_declared(self, task: msg.Task, state: JobState) -> None:
+        """The job's declaration and the policy, before anything is computed.
+
+        A declare task: the policy must accept the job's protection and the roster rule its
+        roster (``participant.rosters``); a job's terms cannot change. Every other task: the
+        job was declared to this agent, the task is one its declared terms allow
+        (``participant.terms``), and a secure sum's cohort lies within its roster. Each
+        refusal depends on the task, the declared terms and the policy only.
+        """
         spec, policy = task.spec, self._config.policy
         if isinstance(spec, msg.DeclareTask):
-            self._rosters.admit(task.job_id, spec.roster, policy)
-        elif isinstance(spec, msg.SecureSetupTask):
-            self._rosters.require_admitted(task.job_id, policy, spec.roster)
-        elif isinstance(spec, msg.SecureInputTask):
-            self._rosters.require_admitted(task.job_id, policy, spec.cohort)
-        elif isinstance(spec, msg.PaillierInputTask):
-            self._rosters.require_admitted(task.job_id, policy)
+            if task.algorithm != spec.terms.algorithm:
+                raise RefusedError(
+                    f"the declare task names algorithm {task.algorithm!r} but its job's terms "
+                    f"{spec.terms.algorithm!r}: refused."
+                )
+            policy.require_protection(spec.terms.protection)
+            self._rosters.admit(task.job_id, spec.roster, policy, me=self._config.id)
+            if state.terms is not None and state.terms != spec.terms:
+                raise RefusedError(
+                    f"job {task.job_id!r} was declared before with other terms; a job's terms "
+                    "cannot change: refused."
+                )
+            return
+        cohort = (
+            spec.roster if isinstance(spec, msg.SecureSetupTask)
+            else spec.cohort if isinstance(spec, msg.SecureInputTask)
+            else None
+        )
+        self._rosters.require_admitted(task.job_id, cohort)
+        if state.terms is None:
+            raise RefusedError(
+                f"this participant holds no declared terms of job {task.job_id!r} (its state "
+                "predates them): the job's declare task must come again before its other "
+                "tasks: refused."
+            )
+        policy.require_protection(state.terms.protection)  # the policy may have changed since
+        require_task(state.terms, task.algorithm, spec)
+        if isinstance(spec, msg.SecureInputTask):
+            self._announce_cohort(task.job_id, spec.cohort)
+        elif isinstance(spec, msg.SecureUnmaskTask) and spec.dropped:
+            self._announce_cohort(task.job_id, spec.survivors)
+
+    def _announce_cohort(self, job_id: str, cohort: Sequence[str]) -> None:
+        """Before its masked input (or its shares for a sum without those who dropped out),
+        tell the counting service the cohort whose sum the coordinator will unmask, once per
+        distinct cohort of a job: the service's differencing guard refuses a cohort that,
+        with those released before (totals, Paillier rounds, cohorts of any job), would make
+        a statistic of fewer than the minimum cohort derivable — e.g. the survivors of a
+        dropout the coordinator forced after a sum over everyone — and this participant then
+        refuses to contribute."""
+        key = (job_id, frozenset(cohort))
+        if key in self._announced:
+            return
+        self._notify_counting(
+            job_id, "cohorts", msg.CohortNotice(job_id=job_id, cohort=sorted(cohort)),
+            kind="cohort_notice", refused="this masked sum's cohort",
+        )
+        self._announced.add(key)
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)
@@ -642,20 +694,29 @@ class _Agent:
         """Tell the counting service this participant contributes to a Paillier sum."""
 
         def announce(round_no: int) -> None:
-            notice = msg.PaillierContribution(job_id=job_id, round=round_no)
-            response = self._request(
-                self._counting, "POST", f"/jobs/{job_id}/paillier/contributions",
-                what=f"Paillier contribution notice of job {job_id}",
-                body=_Body(notice, recipient="counting", what="paillier_contribution",
-                           kind="paillier_contribution", job=job_id),
+            self._notify_counting(
+                job_id, "paillier/contributions",
+                msg.PaillierContribution(job_id=job_id, round=round_no),
+                kind="paillier_contribution", refused="the contribution notice",
             )
-            if not response.is_success:
-                raise RefusedError(
-                    f"the counting service refused the contribution notice: "
-                    f"HTTP {response.status_code} {_detail(response)}"
-                )
 
         return announce
+
+    def _notify_counting(
+        self, job_id: str, route: str, notice: BaseModel, *, kind: str, refused: str
+    ) -> None:
+        """POST ``notice`` to the counting service's ``/jobs/{job_id}/{route}`` (audited as
+        ``kind``); a refusal raises RefusedError naming what was ``refused``."""
+        response = self._request(
+            self._counting, "POST", f"/jobs/{job_id}/{route}",
+            what=f"{kind.replace('_', ' ')} of job {job_id}",
+            body=_Body(notice, recipient="counting", what=kind, kind=kind, job=job_id),
+        )
+        if not response.is_success:
+            raise RefusedError(
+                f"the counting service refused {refused}: "
+                f"HTTP {response.status_code} {_detail(response)}"
+            )
 
     def _job_key(self, job_id: str) -> Callable[[], msg.PaillierKey]:
         """The job's Paillier public key as the counting service itself hands it out."""

@@ -28,6 +28,9 @@ or one edited and re-chained, is still a chain. Two anchors close that:
   ``verify(receipts=...)`` checks that every line a receipt names is still there, unchanged,
   so a truncated, emptied or rewritten log fails even against whoever holds the key.
 
+Verification fails closed: a log whose chain is intact is *verified* only when both anchors
+were checked (:attr:`VerifyReport.verified`); without either it is unverified.
+
 What it does not prove: that the agent recorded everything it sent (the agent's own code is
 trusted to record before sending), nor anything about lines written after the last receipt
 by someone holding the identity key.
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
@@ -52,9 +56,11 @@ from typing import Any, Final, Literal
 
 from fedclust.crypto.masking import IdentityKey, audit_signature_valid
 from fedclust.protocol.messages import field_protection, wire_fields
+from fedclust.protocol.private_files import create_private
 
 __all__ = [
     "GENESIS",
+    "Anchor",
     "AuditError",
     "AuditLog",
     "AuditReceipt",
@@ -66,6 +72,7 @@ __all__ = [
     "describe_body",
     "format_summary",
     "load_receipts",
+    "parse_receipts",
     "public_key_from",
     "show",
     "verify",
@@ -143,7 +150,7 @@ class AuditLog:
                     )
                 self._seq, self._prev = number, _sha256(text)
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            create_private(self.path)  # 0600, missing folders 0700, whatever the umask
 
     def record(
         self,
@@ -227,19 +234,38 @@ def _check_record(text: str, *, seq: int, prev: str | None) -> str | None:
     return None
 
 
+#: The anchors :func:`verify` needs to vouch for a log: the participant's identity public key
+#: (catches a re-chained or appended log) and the coordinator's receipts (a truncated or
+#: emptied one).
+Anchor = Literal["public_key", "receipts"]
+
+
 @dataclass(frozen=True)
 class VerifyReport:
-    """The outcome of :func:`verify`: ``ok``, the number of records read, the first broken
-    line (1-based) with the reason, and how many lines carry a signature."""
+    """The outcome of :func:`verify`: the number of records read, the first broken line
+    (1-based) with the reason, how many lines carry a signature, the anchors that were not
+    checked (``missing``) and the last line a receipt names.
+
+    ``ok``: no line is broken. ``verified``: ok with both anchors checked — every line signed
+    by the given key and at least one receipt, all matching. An intact chain alone proves
+    nothing against whoever can write the file, so a log that is ok but not verified is
+    *unverified*, not good.
+    """
 
     records: int
     broken_line: int | None = None
     reason: str | None = None
     signed: int = 0
+    missing: tuple[Anchor, ...] = ()
+    last_receipt: int = 0
 
     @property
     def ok(self) -> bool:
         return self.broken_line is None
+
+    @property
+    def verified(self) -> bool:
+        return self.ok and not self.missing
 
 
 def _signature_problem(record: dict[str, Any], public_key: bytes) -> str | None:
@@ -262,6 +288,7 @@ def verify(
 ) -> VerifyReport:
     """Check every line of the log and the chain between them; with ``public_key``, every
     line's signature; with ``receipts``, that each line a receipt names is there unchanged.
+    A missing key or no receipt is reported in ``missing`` (the log is then unverified).
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
@@ -269,15 +296,19 @@ def verify(
     wanted: dict[int, list[AuditReceipt]] = {}
     for receipt in receipts:
         wanted.setdefault(receipt.seq, []).append(receipt)
+    missing: tuple[Anchor, ...] = (
+        *(("public_key",) if public_key is None else ()), *(() if wanted else ("receipts",))
+    )
+    report = functools.partial(VerifyReport, missing=missing, last_receipt=max(wanted, default=0))
     prev, count, signed = GENESIS, 0, 0
     with Path(path).open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if not raw.endswith(b"\n"):
-                return VerifyReport(count, number, "is incomplete (no line end)", signed)
+                return report(count, number, "is incomplete (no line end)", signed)
             try:
                 text = raw[:-1].decode("ascii")
             except UnicodeDecodeError:
-                return VerifyReport(count, number, "is not ASCII JSON", signed)
+                return report(count, number, "is not ASCII JSON", signed)
             problem = _check_record(text, seq=number, prev=prev)
             record = json.loads(text) if problem is None else {}
             if problem is None and public_key is not None:
@@ -286,18 +317,17 @@ def verify(
             if problem is None and any(r.line_sha256 != digest for r in wanted.get(number, ())):
                 problem = "differs from the line the coordinator gave a receipt for (rewritten?)"
             if problem is not None:
-                return VerifyReport(count, number, problem, signed)
+                return report(count, number, problem, signed)
             signed += "sig" in record
             prev, count = digest, number
     if wanted and max(wanted) > count:
-        last = max(wanted)
-        return VerifyReport(
+        return report(
             count, count + 1,
             f"is missing: the log ends at line {count} but the coordinator holds a receipt for "
-            f"line {last} (truncated?)",
+            f"line {max(wanted)} (truncated?)",
             signed,
         )
-    return VerifyReport(count, signed=signed)
+    return report(count, signed=signed)
 
 
 def load_receipts(path: str | os.PathLike[str]) -> list[AuditReceipt]:
@@ -309,19 +339,34 @@ def load_receipts(path: str | os.PathLike[str]) -> list[AuditReceipt]:
     """
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        receipts = [
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f"{path}: not a list of audit receipts ({type(exc).__name__}); expected the JSON "
+            "list `fedclust audit receipts` prints"
+        ) from None
+    return parse_receipts(doc, str(path))
+
+
+def parse_receipts(doc: Any, source: str) -> list[AuditReceipt]:
+    """Receipts from a decoded JSON list of ``{"seq", "line_sha256", ...}`` objects (the
+    coordinator's ``GET /api/v1/audit/heads/{participant}``).
+
+    Raises:
+        ValueError: ``doc`` is not such a list; the message names ``source``.
+    """
+    try:
+        return [
             AuditReceipt(
                 seq=int(r["seq"]), line_sha256=str(r["line_sha256"]),
                 received_at=str(r.get("received_at", "")),
             )
             for r in doc
         ]
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(
-            f"{path}: not a receipts file ({type(exc).__name__}); expected the JSON list "
-            "`fedclust audit receipts` prints"
+            f"{source}: not a list of audit receipts ({type(exc).__name__}); expected the "
+            "JSON list `fedclust audit receipts` prints"
         ) from None
-    return receipts
 
 
 def public_key_from(value: str) -> bytes:

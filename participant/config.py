@@ -46,6 +46,8 @@
     rosters = "min_difference"              # or "any", or "fixed" with accepted_rosters
     roster_min_difference = 3               # "min_difference": smallest nonzero difference
     # accepted_rosters = [["hospital-a", "hospital-b", "hospital-c"]]   # "fixed" only
+    roster_members = "any"                  # or "known": every other member in [peers]
+    protections = ["masking", "paillier"]   # add "none" to take part in unprotected jobs
 
 ``row_bound`` and ``value_bound`` are declared to every coordinator in the clear
 (``protocol.declaration``); "auto" (the default) derives them from the data when it is
@@ -56,7 +58,8 @@ Relative paths resolve against the config file's folder. Every error names the f
 the key; the token never appears in a message or a repr. :meth:`ParticipantConfig.load` lays
 the environment over the file (or reads it alone): ``FEDCLUST_PARTICIPANT__TOKEN``, or
 ``token_file`` / ``FEDCLUST_PARTICIPANT__TOKEN_FILE`` naming a file holding it,
-``FEDCLUST_DATA__PATH``, ``FEDCLUST_POLICY__ALLOWED_ALGORITHMS`` (JSON), ``FEDCLUST_PEERS``
+``FEDCLUST_DATA__PATH``, ``FEDCLUST_POLICY__ALLOWED_ALGORITHMS`` and
+``FEDCLUST_POLICY__PROTECTIONS`` (JSON), ``FEDCLUST_PEERS``
 (a JSON object), ...; see :mod:`fedclust.protocol.config_env`. Data files: CSV, gzip CSV and ARFF
 via :func:`fedclust.data.loaders.load_dataset`; ``.npy`` via :func:`numpy.load` (no pickles);
 Parquet only when ``pyarrow`` is installed.
@@ -77,7 +80,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from fedclust.participant.policy import ALGORITHMS, ROSTER_RULES, Policy
+from fedclust.participant.policy import (
+    ALGORITHMS,
+    PROTECTIONS,
+    ROSTER_MEMBERS,
+    ROSTER_RULES,
+    Policy,
+)
 from fedclust.protocol._validation import FloatArray, check_data
 from fedclust.protocol.config_env import EnvSchema, tls_schema
 from fedclust.protocol.config_toml import only_keys
@@ -125,6 +134,7 @@ _ENV = EnvSchema({
         "max_rounds": int, "row_bound": int | Literal["auto"],
         "value_bound": float | Literal["auto"], "rosters": str,
         "accepted_rosters": list[list[str]], "roster_min_difference": int,
+        "roster_members": str, "protections": list[str],
     },
     "peers": dict[str, str],
     "tls": tls_schema(CLIENT_KEYS),
@@ -326,6 +336,7 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
             "decimal or encoding."
         )
 
+    peers = _peers(_table(doc, "peers", required=False))
     return ParticipantConfig(
         id=pid,
         coordinator_url=section["coordinator_url"],
@@ -336,8 +347,8 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
             path=_resolve(base, data_path), columns=columns, label_column=label, stream=stream,
             memory_mb=memory_mb, missing=missing, decimal=decimal, encoding=encoding,
         ),
-        policy=_policy(_table(doc, "policy", required=False)),
-        peers=_peers(_table(doc, "peers", required=False)),
+        policy=_policy(_table(doc, "policy", required=False), peers=peers),
+        peers=peers,
         audit_log=_resolve(base, audit_log),
         identity_key=_resolve(base, identity),
         tls=tls,
@@ -374,13 +385,14 @@ def _token(section: Mapping[str, Any], state_dir: Path, *, certificate: bool) ->
     return str(token)  # a placeholder: refused by ParticipantConfig with its own message
 
 
-def _policy(table: Mapping[str, Any]) -> Policy:
+def _policy(table: Mapping[str, Any], *, peers: Mapping[str, str]) -> Policy:
     where = "[policy]"
     only_keys(
         table,
         {
             "allowed_algorithms", "min_cluster_size", "enforce_fcm_rule", "max_rounds",
             "row_bound", "value_bound", "rosters", "accepted_rosters", "roster_min_difference",
+            "roster_members", "protections",
         },
         where=where,
     )
@@ -417,6 +429,14 @@ def _policy(table: Mapping[str, Any]) -> Policy:
             f"{where} accepted_rosters (a list of lists of participant ids) is needed with "
             'rosters = "fixed", and only then.'
         )
+    members = _get(table, "roster_members", str, where=where) or default.roster_members
+    if members not in ROSTER_MEMBERS:
+        raise ValueError(f"{where} roster_members must be one of {', '.join(ROSTER_MEMBERS)}.")
+    if members == "known" and not peers:
+        raise ValueError(
+            f'{where} roster_members = "known" needs the organisations this participant '
+            "knows: list them with their identity keys in the [peers] table."
+        )
     return Policy(
         allowed_algorithms=allowed,
         min_cluster_size=default.min_cluster_size if min_cluster_size is None else min_cluster_size,
@@ -429,6 +449,26 @@ def _policy(table: Mapping[str, Any]) -> Policy:
         roster_min_difference=(
             default.roster_min_difference if difference is None else difference
         ),
+        roster_members=members,
+        known_peers=frozenset(peers),
+        protections=_protections(table.get("protections"), default.protections),
+    )
+
+
+def _protections(value: object, default: frozenset[str]) -> frozenset[str]:
+    """``[policy] protections``: the protections of the jobs this participant takes part in
+    (absent: ``default``, without "none")."""
+    if value is None:
+        return default
+    if (
+        isinstance(value, list) and value
+        and all(isinstance(v, str) and v in PROTECTIONS for v in value)
+    ):
+        return frozenset(value)
+    raise ValueError(
+        "[policy] protections must be a non-empty list of protections among "
+        f"{', '.join(repr(p) for p in sorted(PROTECTIONS))} (\"none\" only to take part in "
+        "unprotected jobs, whose statistics reach the coordinator in the clear)."
     )
 
 

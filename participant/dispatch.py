@@ -134,8 +134,8 @@ def _answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
         case msg.ReportCountTask():
             local.report_count()
             return msg.AckReply()
-        case msg.DeclareTask(roster=roster):
-            return msg.DeclarationReply.of(local.declare(roster))
+        case msg.DeclareTask(terms=terms):
+            return msg.DeclarationReply.of(local.declare(terms))
         case msg.FcmSumsTask(centers=centers, m=m):
             return msg.FcmSumsReply.of(local.fcm_sums(centers.to_numpy(), m=m))
         case msg.LocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):

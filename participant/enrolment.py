@@ -28,6 +28,7 @@ from fedclust.participant.config import (
 )
 from fedclust.participant.secure import load_identity
 from fedclust.protocol.admin_wire import JoinRequest, JoinResponse
+from fedclust.protocol.private_files import write_private
 from fedclust.protocol.secure_wire import b64
 from fedclust.protocol.tls import TlsSettings
 
@@ -120,19 +121,8 @@ def enrol(
         joined = JoinResponse.model_validate_json(response.content)
     except ValidationError:
         raise EnrolmentError("the coordinator's answer to the enrolment is malformed") from None
-    _write_private(target.token_path, joined.token)
+    write_private(target.token_path, joined.token + "\n")  # 0600, folders 0700
     return target.token_path
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` (mode 0600, its folder 0700 if new), replacing it whole."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.chmod(partial, 0o600)
-    os.replace(partial, path)
 
 
 def _detail(response: httpx.Response) -> str:

@@ -14,7 +14,7 @@ by one new array.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from fedclust.protocol._fuzzy import nearest
 from fedclust.protocol._validation import FloatArray, check_centers
 from fedclust.protocol.declaration import Declaration
 from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.messages import JobCreate
 from fedclust.protocol.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
 
 
@@ -95,9 +96,10 @@ class LocalParticipant:
     def _centers(self, centers: ArrayLike) -> FloatArray:
         return check_centers(centers, n_features=self.n_features)
 
-    def declare(self, roster: Sequence[str]) -> Declaration:
-        """The declared public bounds, for a job whose participants are ``roster``."""
-        if self.name not in roster:
+    def declare(self, terms: JobCreate) -> Declaration:
+        """The declared public bounds, for the job of ``terms`` (this participant on its
+        roster; the agent checks the rest of the terms, ``participant.terms``)."""
+        if self.name not in terms.participants:
             raise RefusedError("this participant is not on the job's roster: refused.")
         return self.declaration
 

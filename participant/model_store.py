@@ -1,14 +1,15 @@
 """A job's trained models on the agent's disk, so an agent restarted mid-job resumes.
 
 One ``.npz`` file per job and algorithm in the agent's state folder, written atomically
-(a temporary file, then a rename): small ``facts`` (architecture, flags; stored as
-``meta.<name>``) and the named ``arrays`` under their own names (e.g. ``labels``, readable with
-``numpy.load``). A damaged file is refused with a reason for the coordinator.
+(a temporary file, then a rename) and private to the agent's user (mode 0600, folders 0700:
+:mod:`protocol.private_files`; the models and labels describe the rows): small ``facts``
+(architecture, flags; stored as ``meta.<name>``) and the named ``arrays`` under their own
+names (e.g. ``labels``, readable with ``numpy.load``). A damaged file is refused with a reason
+for the coordinator.
 """
 
 from __future__ import annotations
 
-import os
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.private_files import private_file
 
 __all__ = ["load_arrays", "save_arrays"]
 
@@ -27,16 +29,13 @@ Arrays = dict[str, NDArray[np.generic]]
 def save_arrays(
     path: Path, facts: Mapping[str, NDArray[np.generic]], arrays: Mapping[str, NDArray[np.generic]]
 ) -> None:
-    """Replace ``path`` by the given facts and arrays (atomically)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    """Replace ``path`` by the given facts and arrays (atomically, mode 0600)."""
     content = {_FACT + k: np.asarray(v) for k, v in facts.items()}
     if any(k.startswith(_FACT) for k in arrays):
         raise ValueError(f"array names must not start with {_FACT!r}")
     content.update({k: np.asarray(v) for k, v in arrays.items()})
-    with tmp.open("wb") as handle:
+    with private_file(path) as handle:
         np.savez(handle, allow_pickle=False, **content)
-    os.replace(tmp, path)
 
 
 def load_arrays(path: Path) -> tuple[Arrays, Arrays] | None:

@@ -12,16 +12,24 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from fedclust.protocol._validation import FloatArray
 from fedclust.protocol.declaration import Declaration, is_power_of_two, row_bucket, value_bucket
 from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.messages import ProtectionScheme
 
 ALGORITHMS = frozenset({"ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"})
 
 RosterRule = Literal["any", "fixed", "min_difference"]
 ROSTER_RULES: Final[tuple[RosterRule, ...]] = ("any", "fixed", "min_difference")
+RosterMembers = Literal["any", "known"]
+ROSTER_MEMBERS: Final[tuple[RosterMembers, ...]] = ("any", "known")
+#: Every protection a job can declare (``protocol.messages.ProtectionScheme``).
+PROTECTIONS: Final[frozenset[str]] = frozenset(get_args(ProtectionScheme))
+#: The protections an agent accepts unless its organisation opts in to "none" (the papers'
+#: unprotected protocol, where each participant's statistics reach the coordinator).
+DEFAULT_PROTECTIONS: Final[frozenset[str]] = frozenset({"masking", "paillier"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,13 @@ class Policy:
         accepted_rosters: the rosters of rule "fixed".
         roster_min_difference: the smallest nonzero difference rule "min_difference"
             accepts (>= 2; default 3, the minimum cohort of a protected sum).
+        roster_members: "any" (the default) or "known": a roster whose other members are
+            not all in ``known_peers`` is refused, so members the coordinator's operator
+            invented cannot isolate this participant in a small roster.
+        known_peers: the organisations this participant knows up front (its ``[peers]``
+            table: their identity keys are pinned, ``participant.secure.PeerPins``).
+        protections: the protections of the jobs this participant takes part in (default
+            "masking" and "paillier": "none" only where the organisation opts in).
     """
 
     allowed_algorithms: frozenset[str] = ALGORITHMS
@@ -59,6 +74,9 @@ class Policy:
     rosters: RosterRule = "min_difference"
     accepted_rosters: frozenset[frozenset[str]] = frozenset()
     roster_min_difference: int = 3
+    roster_members: RosterMembers = "any"
+    known_peers: frozenset[str] = frozenset()
+    protections: frozenset[str] = DEFAULT_PROTECTIONS
 
     def __post_init__(self) -> None:
         if self.row_bound is not None and not (
@@ -82,6 +100,20 @@ class Policy:
         if self.roster_min_difference < 2:
             raise ValueError(
                 f"[policy] roster_min_difference must be >= 2; got {self.roster_min_difference}."
+            )
+        if self.roster_members not in ROSTER_MEMBERS:
+            raise ValueError(
+                f"[policy] roster_members must be one of {', '.join(ROSTER_MEMBERS)}; got "
+                f"{self.roster_members!r}."
+            )
+        if self.roster_members == "known" and not self.known_peers:
+            raise ValueError(
+                '[policy] roster_members = "known" needs the organisations it knows: list '
+                "them with their identity keys in the [peers] table."
+            )
+        if not self.protections or not self.protections <= PROTECTIONS:
+            raise ValueError(
+                f"[policy] protections must name at least one of {', '.join(sorted(PROTECTIONS))}."
             )
 
     def declare(self, X: FloatArray) -> Declaration:
@@ -116,11 +148,22 @@ class Policy:
             enforces_fcm_rule=self.enforce_fcm_rule,
         )
 
-    def require_roster(self, roster: frozenset[str], joined: Iterable[frozenset[str]]) -> None:
-        """Refuse a job roster the roster rule forbids, given the rosters joined before.
+    def require_roster(
+        self, roster: frozenset[str], joined: Iterable[frozenset[str]], *, me: str
+    ) -> None:
+        """Refuse a job roster the roster rule forbids, given the rosters joined before (and,
+        with ``roster_members = "known"``, a roster with members other than ``me`` that are
+        not known peers).
 
-        The reason names rosters and public numbers only.
+        The reason names rosters, participant ids and public numbers only.
         """
+        unknown = roster - self.known_peers - {me}
+        if self.roster_members == "known" and unknown:
+            raise RefusedError(
+                f"the job's roster names {roster_text(unknown)}, not among the organisations "
+                "this participant knows (roster_members = 'known': its [peers]); members it "
+                "does not know could be the coordinator's own, isolating it: refused."
+            )
         if self.rosters == "fixed" and roster not in self.accepted_rosters:
             raise RefusedError(
                 f"the job's roster {roster_text(roster)} is not one of the rosters this "
@@ -139,6 +182,15 @@ class Policy:
                     "the differing participants' statistics by difference; refused."
                 )
 
+    def require_protection(self, protection: str) -> None:
+        """Refuse a job whose declared protection this policy does not accept."""
+        if protection not in self.protections:
+            accepted = ", ".join(sorted(self.protections))
+            raise RefusedError(
+                f"the job declares protection {protection!r}, which this participant's "
+                f"policy does not accept (protections: {accepted}): refused."
+            )
+
     def require(self, algorithm: str) -> None:
         """Refuse an algorithm outside the policy."""
         if algorithm not in self.allowed_algorithms:
@@ -154,6 +206,12 @@ class Policy:
             raise RefusedError(
                 f"round {round_number} exceeds this participant's max_rounds={self.max_rounds}."
             )
+
+
+def accepting(protection: str) -> frozenset[str]:
+    """The protections of a participant whose organisation is the user running the job (the
+    simulator, the demo, the in-process service): the default ones and the job's own."""
+    return DEFAULT_PROTECTIONS | {protection}
 
 
 def roster_text(roster: Iterable[str]) -> str:

@@ -7,22 +7,22 @@ is evaluated once per job, on the job's declare task (the first task of every jo
 the rosters of every job joined before — across restarts, since they are saved here. A
 re-delivered declare task of a joined job must carry the same roster.
 
-A protected sum (a masking round's key advertisement, a Paillier input) of a job whose
-roster this agent never admitted is refused unless the rule is "any", so a coordinator
-cannot skip the declaration; a masking cohort must lie within the admitted roster.
-Reasons name rosters only (public facts).
+Every other task of a job whose roster this agent never admitted is refused, whatever the
+rule ("any" included), so a coordinator cannot skip the declaration: the roster rule and the
+job's declared terms (``participant.terms``) can only be checked against a declaration; a
+masking cohort must lie within the admitted roster. Reasons name rosters only (public facts).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from fedclust.participant.policy import Policy, roster_text
 from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.private_files import write_private
 
 __all__ = ["RosterBook"]
 
@@ -47,8 +47,9 @@ class RosterBook:
                 raise ValueError(f"{path}: not a file of joined rosters ({exc})") from None
         self._lock = threading.Lock()
 
-    def admit(self, job_id: str, roster: Sequence[str], policy: Policy) -> None:
-        """Join ``job_id`` with ``roster`` or raise RefusedError saying why (policy's rule)."""
+    def admit(self, job_id: str, roster: Sequence[str], policy: Policy, *, me: str) -> None:
+        """Join ``job_id`` with ``roster`` or raise RefusedError saying why (the policy's
+        rule, for the participant ``me``)."""
         wanted = frozenset(roster)
         with self._lock:
             known = self._joined.get(job_id)
@@ -59,7 +60,7 @@ class RosterBook:
                         f"{roster_text(known)}; a job's roster cannot change: refused."
                     )
                 return
-            policy.require_roster(wanted, self._joined.values())
+            policy.require_roster(wanted, self._joined.values(), me=me)
             self._joined[job_id] = wanted
             try:
                 self._save()
@@ -70,21 +71,18 @@ class RosterBook:
                     "refused."
                 ) from None
 
-    def require_admitted(
-        self, job_id: str, policy: Policy, cohort: Sequence[str] | None = None
-    ) -> None:
-        """Refuse a protected sum of a job not admitted (unless the rule is "any") or whose
+    def require_admitted(self, job_id: str, cohort: Sequence[str] | None = None) -> None:
+        """Refuse a task of a job not admitted (whatever the rule: without a declaration
+        neither the roster rule nor the job's terms can be checked), or a secure sum whose
         ``cohort`` reaches beyond the admitted roster."""
         with self._lock:
             known = self._joined.get(job_id)
         if known is None:
-            if policy.rosters != "any":
-                raise RefusedError(
-                    f"this participant's roster rule (rosters = {policy.rosters!r}) needs the "
-                    "job's roster before any protected sum, and the job declared none: "
-                    "refused."
-                )
-            return
+            raise RefusedError(
+                f"job {job_id!r} was never declared to this participant: every task of a job "
+                "needs its declare task first (its roster and terms, checked against this "
+                "participant's policy): refused."
+            )
         if cohort is not None and not set(cohort) <= known:
             raise RefusedError(
                 f"the secure sum's cohort {roster_text(cohort)} reaches beyond the job's roster "
@@ -92,9 +90,6 @@ class RosterBook:
             )
 
     def _save(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_name(self._path.name + ".tmp")
         doc = {job: sorted(roster) for job, roster in sorted(self._joined.items())}
-        tmp.write_text(json.dumps(doc), encoding="utf-8")
-        os.replace(tmp, self._path)
+        write_private(self._path, json.dumps(doc))
 

@@ -10,8 +10,8 @@ every member (``protocol.messages.Secure*Task``); :class:`SecureSession` answers
   graph, agree keys with the neighbours, answer the graph's digest;
 - ``secure_input``: check the round is newer than any begun (across restarts too) and the
   cohort, compute the asked statistic on the local rows (the same computation as the plain
-  task), encode each field in Z_2^64 under its declared bound and answer it masked; a value
-  over its bound is a fatal refusal saying nothing of the data
+  task), encode each field in Z_2^(64·w) (its declared words w) under its declared bound and
+  answer it masked; a value over its bound is a fatal refusal saying nothing of the data
   (``dispatch.over_bound_refusal``);
 - ``secure_unmask``: answer the seed shares and round keys the request asks for
   (``MaskingClient.unmask`` refuses both kinds for one peer, and any contradiction).
@@ -29,7 +29,6 @@ answered after a failed check.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,6 +49,7 @@ from fedclust.participant.dispatch import StageHandler
 from fedclust.participant.local import LocalParticipant
 from fedclust.protocol import messages as msg
 from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.private_files import private_file, write_private
 from fedclust.protocol.secure_wire import (
     b64,
     encrypted_share,
@@ -104,10 +104,7 @@ class PeerPins:
     def _save(self) -> None:
         if self._path is None:
             return
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        tmp.write_text(json.dumps({k: b64(v) for k, v in sorted(self._keys.items())}))
-        os.replace(tmp, self._path)
+        write_private(self._path, json.dumps({k: b64(v) for k, v in sorted(self._keys.items())}))
 
 
 def load_identity(path: Path) -> IdentityKey:
@@ -119,10 +116,8 @@ def load_identity(path: Path) -> IdentityKey:
         except (RefusedError, ValueError) as exc:
             raise ValueError(f"{path}: not an Ed25519 identity key file ({exc})") from None
     key = IdentityKey.generate()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as file:
-        file.write(b64(key.private_bytes()) + "\n")
+    with private_file(path, exclusive=True) as file:  # never replaces a key
+        file.write((b64(key.private_bytes()) + "\n").encode("ascii"))
     return key
 
 
@@ -132,13 +127,8 @@ _REPLIES: TypeAdapter[msg.Reply] = TypeAdapter(msg.Reply)
 
 
 def _write_private(file: Path, document: Any) -> None:
-    """Write JSON atomically, readable by the owner only."""
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_name(file.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(document, handle)
-    os.replace(tmp, file)
+    """Write JSON atomically, readable by the owner only (0600, folders 0700)."""
+    write_private(file, json.dumps(document))
 
 
 class SecureSession:
@@ -365,10 +355,12 @@ class SecureSession:
             )
         fields = dispatch.encoded_fields(self._local, spec.statistic, spec.encoding)
         values = {
-            name: encode(Statistic(name, e.scale_bits, e.bound), value)
+            name: encode(Statistic(name, e.scale_bits, e.bound, e.words), value)
             for name, (value, e) in fields.items()
         }
-        masked = client.masked_input(spec.round, spec.cohort, values)
+        masked = client.masked_input(
+            spec.round, spec.cohort, values, {name: e.words for name, (_, e) in fields.items()}
+        )
         self._last_round = spec.round
         return msg.MaskedInputReply(
             vectors={name: msg.WireArray.of(v) for name, v in masked.vectors.items()},

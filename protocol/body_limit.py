@@ -3,26 +3,56 @@
 A body is the most a hostile client can make a service hold. :class:`BodySizeLimit`
 refuses, before the body is read or parsed:
 
-- a request carrying a body without a known bearer token (401), when the app passes
-  ``authorised``: every route that takes a body is authenticated, so a stranger's body is
-  never worth reading (but the few ``public`` routes, e.g. redeeming an invitation, which
-  keep their small limit); a request that ``certified`` accepts (its verified client
-  certificate names a member, where the service lets a certificate stand for the token)
-  counts as known;
+- a request carrying a body whose caller the service does not accept, when the app passes
+  ``caller`` (the service's own authentication, the one its routes depend on): 401 without
+  a known credential, 403 for a token presented with another principal's client certificate.
+  Every route that takes a body is authenticated, so a stranger's body is never worth reading
+  (but the few ``public`` routes, e.g. redeeming an invitation, which keep their small limit);
 - a body over its route's limit (413): ``routes`` gives small limits to small messages
-  (enrolment, audit heads), every other route has ``max_bytes``.
+  (enrolment, audit heads), every other route has ``max_bytes``;
+- a large body (over :data:`LARGE_BODY_BYTES`, or of undeclared length) from a caller that
+  already has ``uploads_in_flight`` large bodies in flight (429, ``Retry-After``): one
+  identity holds at most that many times ``max_bytes`` of the service's memory at once.
+
+Every such refusal closes the connection (``Connection: close``): the server would otherwise
+go on reading, and discarding, the rest of the body before the next request on it, which
+keeps the event loop busy for as long as the client cares to send (a body of one-byte chunks
+costs far more to discard than its size). So a refused client cannot send its whole body.
+Served by :func:`deferred_body_protocol` (``TlsSettings.uvicorn_options``), the server also
+parses no more than :data:`PARSE_AHEAD_BYTES` of a body before the guard has answered.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import threading
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["BodySizeLimit", "RouteLimit", "bearer_token"]
+from starlette.exceptions import HTTPException
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = [
+    "LARGE_BODY_BYTES", "PARSE_AHEAD_BYTES", "UPLOADS_IN_FLIGHT", "BodySizeLimit", "RouteLimit",
+    "bearer_token", "deferred_body_protocol",
+]
 
 #: ``(method, path pattern, max bytes)``: the pattern must match the whole request path.
 RouteLimit = tuple[str, str, int]
+
+#: A body over this many bytes (or of undeclared length) counts as a large upload.
+LARGE_BODY_BYTES: Final = 1024 * 1024
+#: The default number of large uploads one caller may have in flight at once.
+UPLOADS_IN_FLIGHT: Final = 2
+#: The most bytes after a request's head that the server parses before its app has run once.
+PARSE_AHEAD_BYTES: Final = 8 * 1024
+_RETRY_AFTER_SECONDS: Final = 1
+_CLOSE: Final = (b"connection", b"close")
 
 
 class _TooLargeError(Exception):
@@ -40,16 +70,17 @@ def bearer_token(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
 
 
 class BodySizeLimit:
-    """ASGI middleware answering 401 to an unauthenticated body and 413 to a body over limit.
+    """ASGI middleware refusing unauthenticated, oversized and excess large bodies unread.
 
     A declared Content-Length over the route's limit is refused before anything is read; a
     body sent without one is counted as it streams and refused once it passes the limit, so a
-    hostile client cannot make a service buffer an unbounded body. With ``authorised`` (does
-    this bearer token belong to a known caller?), a request that declares a body (a nonzero
-    Content-Length, or Transfer-Encoding) without a token it accepts is answered 401 with
-    ``WWW-Authenticate: Bearer`` and its body is never read, unless it has no token and
-    ``certified(scope)`` accepts its client certificate; ``public`` lists the
-    ``(method, path pattern)`` routes exempt from that (their body limit still applies).
+    hostile client cannot make a service buffer an unbounded body. With ``caller`` (the
+    request's principal, from its scope: a hashable identity, or ``HTTPException`` 401/403),
+    a request that declares a body (a nonzero Content-Length, or Transfer-Encoding) on a route
+    not in ``public`` (``(method, path pattern)`` pairs) is answered with the exception's
+    status and detail and its body is never read unless ``caller`` accepts it; an accepted
+    caller may have at most ``uploads_in_flight`` large bodies (:data:`LARGE_BODY_BYTES`) in
+    the app at once. Every refusal closes the connection.
     """
 
     def __init__(
@@ -58,16 +89,22 @@ class BodySizeLimit:
         *,
         max_bytes: int,
         routes: Sequence[RouteLimit] = (),
-        authorised: Callable[[str], bool] | None = None,
+        caller: Callable[[Mapping[str, Any]], Hashable] | None = None,
         public: Sequence[tuple[str, str]] = (),
-        certified: Callable[[Mapping[str, Any]], bool] | None = None,
+        uploads_in_flight: int = UPLOADS_IN_FLIGHT,
     ) -> None:
+        if isinstance(uploads_in_flight, bool) or not (
+            isinstance(uploads_in_flight, int) and uploads_in_flight >= 1
+        ):
+            raise ValueError("uploads_in_flight must be an integer >= 1.")
         self.app = app
         self.max_bytes = max_bytes
         self.routes = [(m.upper(), re.compile(p), n) for m, p, n in routes]
-        self.authorised = authorised
+        self.caller = caller
         self.public = [(m.upper(), re.compile(p)) for m, p in public]
-        self.certified = certified
+        self.uploads_in_flight = uploads_in_flight
+        self._in_flight: Counter[Hashable] = Counter()
+        self._lock = threading.Lock()  # TestClients may drive one app from several loops
 
     def _public(self, method: str, path: str) -> bool:
         return any(m == method and p.fullmatch(path) for m, p in self.public)
@@ -79,31 +116,62 @@ class BodySizeLimit:
                 return max_bytes
         return self.max_bytes
 
+    def in_flight(self, caller: Hashable) -> int:
+        """How many large bodies of ``caller`` the app is handling now."""
+        with self._lock:
+            return self._in_flight[caller]
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
-        fields = {name.lower(): value for name, value in headers}
+        method, path = scope.get("method", "GET"), scope.get("path", "")
+        fields = {name.lower(): value for name, value in scope.get("headers", [])}
         declared = fields.get(b"content-length")
+        length = int(declared) if declared is not None and declared.isdigit() else None
         has_body = b"transfer-encoding" in fields or (
             declared is not None and declared.strip() not in (b"", b"0")
         )
-        if has_body and self.authorised is not None and not self._public(
-            scope.get("method", "GET"), scope.get("path", "")
-        ):
-            token = bearer_token(headers)
-            known = token is not None and self.authorised(token)
-            if not known and token is None and self.certified is not None:
-                known = self.certified(scope)
-            if not known:
-                await _answer(send, 401, b'{"detail":"a valid bearer token is required"}',
-                              [(b"www-authenticate", b"Bearer")])
+        principal: Hashable = None
+        if has_body and self.caller is not None and not self._public(method, path):
+            try:
+                principal = self.caller(scope)
+            except HTTPException as exc:
+                await _answer(send, exc.status_code, _detail(exc.detail),
+                              list((exc.headers or {}).items()))
                 return
-        max_bytes = self.limit(scope.get("method", "GET"), scope.get("path", ""))
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        max_bytes = self.limit(method, path)
+        if length is not None and length > max_bytes:
             await self._refuse(send, max_bytes)
             return
+        large = has_body and (length is None or length > LARGE_BODY_BYTES)
+        if large and principal is not None and not self._admit(principal):
+            await _answer(
+                send, 429,
+                b'{"detail":"at most %d uploads over %d bytes at once per caller; send this '
+                b'one when another has finished"}' % (self.uploads_in_flight, LARGE_BODY_BYTES),
+                [("Retry-After", str(_RETRY_AFTER_SECONDS))],
+            )
+            return
+        try:
+            await self._forward(scope, receive, send, max_bytes)
+        finally:
+            if large and principal is not None:
+                with self._lock:
+                    self._in_flight[principal] -= 1
+                    if not self._in_flight[principal]:
+                        del self._in_flight[principal]
+
+    def _admit(self, principal: Hashable) -> bool:
+        """Count one more large upload of ``principal``, unless it has its share in flight."""
+        with self._lock:
+            if self._in_flight[principal] >= self.uploads_in_flight:
+                return False
+            self._in_flight[principal] += 1
+            return True
+
+    async def _forward(self, scope: Any, receive: Any, send: Any, max_bytes: int) -> None:
+        """The app, with the body counted as it streams (413 once it passes ``max_bytes``)."""
         seen = 0
         started = False
 
@@ -131,13 +199,58 @@ class BodySizeLimit:
         await _answer(send, 413, b'{"detail":"request body larger than %d bytes"}' % max_bytes)
 
 
+def _detail(detail: object) -> bytes:
+    """The JSON error body ``{"detail": ...}`` of a refusal."""
+    return json.dumps({"detail": detail}).encode("utf-8")
+
+
 async def _answer(
-    send: Any, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()
+    send: Any, status: int, body: bytes, headers: Sequence[tuple[str, str]] = ()
 ) -> None:
+    """Send a JSON response that closes the connection, the request's body left unread."""
     await send({
         "type": "http.response.start",
         "status": status,
         "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()), *headers],
+                    (b"content-length", str(len(body)).encode()), _CLOSE,
+                    *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers)],
     })
     await send({"type": "http.response.body", "body": body})
+
+
+@functools.cache
+def deferred_body_protocol() -> type[H11Protocol]:
+    """Uvicorn's h11 protocol, parsing little of a body before the request's app ran once.
+
+    Uvicorn hands all that one socket read brought (up to 256 KiB) to h11 before the app sees
+    the request, and h11 parses a body event by event: a body of one-byte chunks costs the
+    event loop microseconds per byte, a refused one included. This protocol feeds the parser
+    :data:`PARSE_AHEAD_BYTES` at a time and, once a new request's head is parsed, keeps the
+    rest of what arrived until the loop's next turn, after the app's first step, in which
+    :class:`BodySizeLimit` answers a refused request and closes its connection; what is kept
+    is then dropped unparsed. An accepted request's body is parsed one turn later.
+    """
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class DeferredBodyProtocol(H11Protocol):
+        _waiting: bytearray | None = None
+
+        def data_received(self, data: bytes) -> None:
+            if self._waiting is not None:  # a new request's app has not run yet
+                self._waiting += data
+                return
+            cycle = self.cycle
+            for start in range(0, len(data), PARSE_AHEAD_BYTES):
+                end = start + PARSE_AHEAD_BYTES
+                super().data_received(data[start:end])
+                if self.cycle is not cycle and end < len(data):
+                    self._waiting = bytearray(data[end:])
+                    self.loop.call_soon(self._resume)
+                    return
+
+        def _resume(self) -> None:
+            waiting, self._waiting = self._waiting, None
+            if waiting and not self.transport.is_closing():
+                self.data_received(bytes(waiting))
+
+    return DeferredBodyProtocol

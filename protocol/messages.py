@@ -155,11 +155,18 @@ class ReportCountTask(_Strict):
 
 class DeclareTask(_Strict):
     """The first task of every job: declare the participant's public bounds
-    (``protocol.declaration``) for the job whose participants are ``roster``; the agent
-    checks the roster against its policy's roster rule."""
+    (``protocol.declaration``) for the job of ``terms``, the :class:`JobCreate` the analyst
+    created, checked by the agent with the API's own validators. The agent checks the terms
+    against its policy (the protection, the roster rule over ``terms.participants``) and
+    every later task of the job against them (``participant.terms``)."""
 
     kind: Literal["declare"] = "declare"
-    roster: list[Identifier] = Field(min_length=1, max_length=1000)
+    terms: JobCreate
+
+    @property
+    def roster(self) -> list[str]:
+        """The job's participants."""
+        return self.terms.participants
 
 
 class FcmSumsTask(_Strict):
@@ -408,11 +415,14 @@ SumTaskSpec = Annotated[
 
 
 class FieldEncoding(_Strict):
-    """The declared fixed-point encoding of one summed field (crypto.fixedpoint.Statistic)."""
+    """The declared fixed-point encoding of one summed field (crypto.fixedpoint.Statistic):
+    resolution 2^-scale_bits, |value| <= bound, a ring of ``words`` 64-bit words (a masked
+    field of w > 1 words travels as uint64 limbs on a last axis of w)."""
 
     name: str = Field(min_length=1, max_length=64)
     scale_bits: int = Field(ge=0, le=60)
     bound: float = Field(gt=0.0)
+    words: int = Field(default=1, ge=1, le=16)
 
 
 #: The largest cohort a secure sum takes (SecAgg+ keeps each participant's work O(log n)).
@@ -947,6 +957,18 @@ class PaillierContribution(_Strict):
     round: int = Field(ge=1, le=MAX_WIRE_INT)
 
 
+class CohortNotice(_Strict):
+    """A participant tells the counting service it contributes to a masked sum over
+    ``cohort`` (once per distinct cohort of a job): the coordinator unmasks that cohort's
+    sum, so the service's differencing guard (``protocol.release_guard``) counts it as
+    released, and refuses it (409) when, with the cohorts released before, it would make a
+    statistic of fewer than the minimum cohort derivable."""
+
+    protocol_version: Literal[1] = PROTOCOL_VERSION
+    job_id: Identifier
+    cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
+
+
 class PaillierDecryptRequest(_Strict):
     """The coordinator asks the key holder to decrypt the aggregate of sum ``round``.
 
@@ -1389,19 +1411,21 @@ def reply_of_sums(
 
 
 def _check_masked(spec: TaskSpec, reply: MaskedInputReply, n_features: int) -> None:
-    """A masked answer carries exactly the encoded fields, uint64, in the statistic's shapes."""
+    """A masked answer carries exactly the encoded fields, uint64, in the statistic's shapes
+    (with a last axis of w limbs for a field of w > 1 words)."""
     assert isinstance(spec, SecureInputTask)
     fields = sum_fields(spec.statistic, n_features)
-    names = {e.name for e in spec.encoding}
-    if set(reply.vectors) != names or names != set(fields):
+    words = {e.name: e.words for e in spec.encoding}
+    if set(reply.vectors) != set(words) or set(words) != set(fields):
         raise ValueError(
             f"a masked {spec.statistic.kind!r} reply must carry the fields {sorted(fields)}; "
             f"got {sorted(reply.vectors)}"
         )
     for name, vector in reply.vectors.items():
-        if vector.dtype != "uint64" or tuple(vector.shape) != fields[name]:
+        shape = fields[name] + ((words[name],) if words[name] > 1 else ())
+        if vector.dtype != "uint64" or tuple(vector.shape) != shape:
             raise ValueError(
-                f"masked field {name!r} must be uint64 of shape {fields[name]}; got "
+                f"masked field {name!r} must be uint64 of shape {shape}; got "
                 f"{vector.dtype} of shape {tuple(vector.shape)}"
             )
 

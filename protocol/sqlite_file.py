@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 from sqlalchemy.engine import make_url
+
+from fedclust.protocol.private_files import create_private
 
 __all__ = ["create_private_sqlite"]
 
 
 def create_private_sqlite(url: str) -> None:
-    """Create the file of a sqlite ``url`` readable and writable by its owner only (0600).
+    """Create the file of a sqlite ``url`` readable and writable by its owner only (0600),
+    and its missing folders 0700 (:mod:`protocol.private_files`).
 
     SQLAlchemy (sqlite) would create it with the umask's mode, usually world-readable; the
     coordinator's database holds participants' statistics and the counting service's their
@@ -23,8 +26,4 @@ def create_private_sqlite(url: str) -> None:
         return
     if database.startswith("file:"):
         return  # a URI filename: its options are sqlite's to interpret
-    try:
-        fd = os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)
+    create_private(Path(database))

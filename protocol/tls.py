@@ -10,6 +10,8 @@ Every config file may hold a ``[tls]`` table; paths are relative to the config f
     require_client_certificate = true      # services only: the same, verified against `ca`
     participant_auth = "certificate"       # services only: a member's certificate alone
                                            # identifies it ("token", the default: token too)
+    coordinator_name = "coordinator"       # counting service only: the name the
+                                           # coordinator's certificate carries (the default)
 
 A service with ``certificate`` and ``key`` serves HTTPS (:meth:`TlsSettings.uvicorn_options`);
 with ``client_ca`` or ``require_client_certificate`` it also refuses, at the handshake, every
@@ -17,11 +19,15 @@ client without a certificate of that CA (mutual TLS). A client (the participant 
 coordinator calling the counting service, the analyst) verifies ``https://`` servers against
 ``ca`` (public CAs when absent) and presents ``certificate`` when the server asks for one.
 
-Under mutual TLS a participant's certificate names its organisation: its subject common name,
-or a subject-alternative DNS name or URI, must equal the participant id its bearer token
-authenticates (:func:`certificate_mismatch`). Uvicorn does not pass the peer certificate to
-the app, so :meth:`TlsSettings.uvicorn_options` serves with an h11 protocol that adds the
-ASGI ``tls`` extension (``scope["extensions"]["tls"]["client_cert_chain"]``) to every request.
+Under mutual TLS every credential is bound to its holder's certificate: the client
+certificate's subject common name, or a subject-alternative DNS name or URI, must name the
+principal the bearer token authenticates (:func:`certificate_mismatch`) — a participant by
+its id, an analyst or admin by the name configured with its token, the coordinator (at the
+counting service) by ``coordinator_name``. A token stolen from one principal is then
+worthless from any other member of the federation. Uvicorn does not pass the peer
+certificate to the app, so :meth:`TlsSettings.uvicorn_options` serves with an h11 protocol
+that adds the ASGI ``tls`` extension (``scope["extensions"]["tls"]["client_cert_chain"]``) to
+every request.
 
 With ``participant_auth = "certificate"`` the certificate may stand instead of the token: a
 request without a bearer token whose verified certificate names exactly one current member is
@@ -43,15 +49,21 @@ from typing import Any, Final, Literal, get_args
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from fedclust.protocol.body_limit import deferred_body_protocol
 from fedclust.protocol.config_toml import only_keys
 
 __all__ = [
-    "CLIENT_KEYS", "SERVER_KEYS", "TlsSettings", "certificate_mismatch", "certificate_names",
-    "certified_member",
+    "CLIENT_KEYS", "COORDINATOR_NAME", "COUNTING_KEYS", "SERVER_KEYS", "TlsSettings",
+    "certificate_mismatch", "certificate_names", "certified_member",
 ]
 
 CLIENT_KEYS: Final = frozenset({"certificate", "key", "ca"})
 SERVER_KEYS: Final = CLIENT_KEYS | {"client_ca", "require_client_certificate", "participant_auth"}
+#: The counting service's ``[tls]`` keys: a service's, and the coordinator's certificate name.
+COUNTING_KEYS: Final = SERVER_KEYS | {"coordinator_name"}
+#: The name the coordinator's certificate carries unless the counting service says otherwise
+#: (``fedclust pki issue coordinator``).
+COORDINATOR_NAME: Final = "coordinator"
 #: How a service authenticates participants: a bearer token (with its certificate under mutual
 #: TLS), or the verified client certificate alone.
 ParticipantAuth = Literal["token", "certificate"]
@@ -79,6 +91,8 @@ class TlsSettings:
             or of ``ca`` when no ``client_ca`` is set.
         participant_auth: (services, mutual TLS only) "certificate": a participant may
             authenticate by its client certificate alone (:func:`certified_member`).
+        coordinator_name: (the counting service, mutual TLS) the name the coordinator's
+            client certificate must carry for its token to be accepted.
     """
 
     certificate: Path | None = None
@@ -87,6 +101,7 @@ class TlsSettings:
     client_ca: Path | None = None
     require_client_certificate: bool = False
     participant_auth: ParticipantAuth = "token"
+    coordinator_name: str = COORDINATOR_NAME
 
     def __post_init__(self) -> None:
         if (self.certificate is None) != (self.key is None):
@@ -108,6 +123,11 @@ class TlsSettings:
             raise ValueError(
                 '[tls] participant_auth = "certificate" needs mutual TLS: set client_ca (or '
                 "require_client_certificate), so that only verified certificates identify."
+            )
+        if not isinstance(self.coordinator_name, str) or not self.coordinator_name.strip():
+            raise ValueError(
+                "[tls] coordinator_name must be the name (common name or DNS name) of the "
+                "coordinator's certificate."
             )
 
     @property
@@ -151,9 +171,10 @@ class TlsSettings:
         required = table.get("require_client_certificate", False)
         if not isinstance(required, bool):
             raise ValueError("[tls] require_client_certificate must be true or false.")
-        settings = cls(
+        settings = cls(  # participant_auth and coordinator_name are checked by the class
             **paths, require_client_certificate=required,
-            participant_auth=table.get("participant_auth", "token"),  # checked by the class
+            participant_auth=table.get("participant_auth", "token"),
+            coordinator_name=table.get("coordinator_name", COORDINATOR_NAME),
         )
         settings._load_files()
         return settings
@@ -188,16 +209,16 @@ class TlsSettings:
             _load_ca(ssl.create_default_context(), self.client_ca, "client_ca")
 
     def uvicorn_options(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`uvicorn.Config` serving with these settings.
+        """Keyword arguments of :class:`uvicorn.Config` serving a service with these settings.
 
-        Empty for plain HTTP. With mutual TLS, client certificates are required
+        Always the body-deferring h11 protocol (:func:`deferred_body_protocol`); with a
+        certificate, HTTPS; with mutual TLS, client certificates are required
         (``ssl.CERT_REQUIRED``) and requests carry the ASGI ``tls`` extension.
         """
+        options: dict[str, Any] = {"http": deferred_body_protocol()}
         if self.certificate is None:
-            return {}
-        options: dict[str, Any] = {
-            "ssl_certfile": str(self.certificate), "ssl_keyfile": str(self.key),
-        }
+            return options
+        options |= {"ssl_certfile": str(self.certificate), "ssl_keyfile": str(self.key)}
         if self.verifies_clients:
             client_ca = self.client_ca if self.client_ca is not None else self.ca
             options |= {
@@ -246,12 +267,13 @@ def certificate_names(scope: Mapping[str, Any]) -> frozenset[str] | None:
 
 
 def certificate_mismatch(
-    scope: Mapping[str, Any], participant_id: str, *, tls: TlsSettings
+    scope: Mapping[str, Any], name: str, *, tls: TlsSettings, role: str = "participant"
 ) -> str | None:
-    """Why the request's client certificate does not identify ``participant_id``, or None.
+    """Why the request's client certificate does not identify ``role`` ``name``, or None.
 
-    Always None without mutual TLS; under it, the certificate must name the participant
-    (its common name, a SAN DNS name or a SAN URI equal to the id).
+    Always None without mutual TLS; under it, the certificate must name the principal whose
+    credential the request carries (its common name, a SAN DNS name or a SAN URI equal to
+    ``name``: a participant's id, an analyst's name, the coordinator's ``coordinator_name``).
     """
     if not tls.verifies_clients:
         return None
@@ -261,10 +283,11 @@ def certificate_mismatch(
             "mutual TLS is required but the request carries no client certificate; serve "
             "the app with TlsSettings.uvicorn_options()"
         )
-    if participant_id not in names:
+    if name not in names:
         return (
-            f"the client certificate does not name participant {participant_id!r}; present "
-            "that organisation's certificate with its token"
+            f"the client certificate does not name {role} {name!r}; under mutual TLS a "
+            "token is accepted only with a certificate naming its holder: present the "
+            f"certificate issued to {name!r} with its token"
         )
     return None
 
@@ -307,11 +330,14 @@ def _with_peer_certificate(app: _ASGIApp, der: bytes) -> _ASGIApp:
 
 @functools.cache
 def _peer_certificate_protocol() -> type[asyncio.Protocol]:
-    """Uvicorn's h11 protocol, passing each connection's client certificate to the app."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    """:func:`deferred_body_protocol`, passing each connection's client certificate to the app."""
 
-    class PeerCertificateProtocol(H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    base: Any = deferred_body_protocol()
+
+    class PeerCertificateProtocol(base):  # type: ignore[misc]
+        app: _ASGIApp
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             ssl_object = transport.get_extra_info("ssl_object")
             der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None

@@ -27,6 +27,23 @@ def call(
     chunk: int = 1 << 20,
     declare_length: bool = True,
 ) -> RawResponse:
+    """:func:`call_async` on a fresh event loop."""
+    return asyncio.run(call_async(
+        app, method, path, headers=headers, body_bytes=body_bytes, chunk=chunk,
+        declare_length=declare_length,
+    ))
+
+
+async def call_async(
+    app: Any,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    body_bytes: int = 0,
+    chunk: int = 1 << 20,
+    declare_length: bool = True,
+) -> RawResponse:
     """Send ``body_bytes`` zero bytes in ``chunk``-sized messages (Content-Length declared
     unless ``declare_length`` is false: then Transfer-Encoding: chunked) and record what the
     app answered and how much of the body it pulled through ``receive``."""
@@ -58,5 +75,5 @@ def call(
         elif message["type"] == "http.response.body":
             out.body += message.get("body", b"")
 
-    asyncio.run(app(scope, receive, send))
+    await app(scope, receive, send)
     return out

@@ -43,6 +43,7 @@ from fedclust.data.federations import Federation
 from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.policy import PROTECTIONS
 from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
 from fedclust.simulate import simulate
 from tests._servers import ServerThread
@@ -146,6 +147,7 @@ def write_files(root: Path, *, coordinator_port: int, counting_port: int) -> Fed
     return write_federation(
         root, data=data, columns=["x", "y"], coordinator_port=coordinator_port,
         counting_port=counting_port, task_timeout_seconds=60,
+        protections=sorted(PROTECTIONS),  # the jobs below include unprotected ones
     )
 
 
@@ -349,6 +351,9 @@ def test_audit_logs_verify_against_the_coordinators_receipts(
                  str(config.identity_path), "--receipts", str(tmp_path / f"{pid}.json")]
         assert main(check) == 0
         assert "every receipt matches" in capsys.readouterr().out
+        # the same found from the agent's config: its log, its key, receipts fetched live
+        assert main(["audit", "verify", "--config", str(config_file)]) == 0
+        assert capsys.readouterr().out.startswith("verified: ")
         cut = tmp_path / f"{pid}-truncated.jsonl"  # everything up to the last receipt's line
         lines = config.audit_path.read_text().splitlines(keepends=True)
         cut.write_text("".join(lines[: receipts[-1]["seq"] - 1]))

@@ -3,9 +3,12 @@
 A federation of three organisations runs (coordinator and counting service as uvicorn
 threads, agents as threads). An admin invites a fourth with ``fedclust federation invite``;
 it redeems the invite with ``fedclust participant enrol``, its agent starts with the token
-stored by the enrolment, and a masked ffcm job over all four gives the simulator's result;
-no service restarts. ``fedclust federation revoke`` then makes its next request 401 at
-both services, and ``fedclust federation audit`` lists the three changes, without secrets.
+stored by the enrolment; a job over all four fails at the counting service until the counting
+operator approves the newcomer (``fedclust counter members approve`` with the digest the
+organisation reports, ``fedclust participant identity --token-digest``); then a masked ffcm
+job over all four gives the simulator's result; no service restarts. ``fedclust federation
+revoke`` then makes its next request 401 at both services, and ``fedclust federation
+audit`` lists the three changes, without secrets.
 """
 
 from __future__ import annotations
@@ -124,6 +127,19 @@ def test_an_organisation_joins_takes_part_and_is_revoked_without_restarts(
         threads.append(_agent(newcomer_toml, newcomer_stop))
         client.wait_enrolled([NEWCOMER], timeout=60)
         everyone = [*FOUNDERS, NEWCOMER]
+        unapproved = client.follow(
+            client.submit(JobCreate.model_validate({
+                "algorithm": "ffcm", "participants": everyone, "k": 2, "max_rounds": 2,
+            })).id, poll=0.05, timeout=120,
+        )
+        assert unapproved.state == "failed"
+        assert f"'{NEWCOMER}' await(s) the counting operator's approval" in str(unapproved.error)
+        assert main(["participant", "identity", "--token-digest",
+                     "--config", str(newcomer_toml)]) == 0
+        digest = capsys.readouterr().out.split(" = ")[1].strip()
+        assert main(["counter", "members", "approve", NEWCOMER, "--token-sha256", digest,
+                     "--config", str(files.counting)]) == 0
+        assert capsys.readouterr().out.startswith(f"approved {NEWCOMER}")
         spec = JobCreate.model_validate({
             "algorithm": "ffcm", "participants": everyone, "seed": SEED, "k_range": (2, 3),
             "standardise": True, "max_rounds": 10,

@@ -4,9 +4,11 @@
   job: agents, the analyst and the coordinator (towards the counting service) all verify the
   servers against the federation CA and present their own certificates;
 - a client trusting another CA, and a server with an expired certificate, are refused;
-- under mutual TLS a client without a certificate is refused at the handshake, and a
-  participant presenting another organisation's (valid) certificate with its own token gets
-  403 from the coordinator and from the counting service.
+- under mutual TLS a client without a certificate is refused at the handshake, and every
+  credential counts only with its holder's certificate: a participant's token with another
+  organisation's (valid) certificate, the coordinator's token with a member's certificate at
+  the counting service, an analyst's or admin's token with a member's certificate at the
+  coordinator, all get 403 (before a body is read), while the matching pairs are served.
 """
 
 from __future__ import annotations
@@ -25,20 +27,25 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from fastapi import HTTPException
 
 from fedclust import pki
 from fedclust.client import AnalystClient, AnalystConfig
-from fedclust.config_files import FederationFiles, write_federation
+from fedclust.config_files import FederationFiles, new_credential, write_federation
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.counting.api import CoordinatorIdentity, caller_of
 from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.db import CountingStore
+from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
+from fedclust.crypto.tokens import token_sha256
 from fedclust.data import synthetic
 from fedclust.demo import free_port as _free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.messages import JobCreate
-from fedclust.protocol.tls import TlsSettings, certificate_mismatch
+from fedclust.protocol.tls import COUNTING_KEYS, TlsSettings, certificate_mismatch
 from tests._servers import ServerThread
 
 IDS = ("hospital-a", "hospital-b", "hospital-c")
@@ -71,23 +78,31 @@ class Federation:
     files: FederationFiles
     coordinator: TlsServer
     counting: TlsServer
+    admin_token: str = ""
 
     @property
     def pki(self) -> Path:
         return self.files.root / "pki"
 
-    def participant_client(self, token_of: str, certificate_of: str | None, url: str) -> Any:
-        """An httpx client with ``token_of``'s token presenting ``certificate_of``'s cert."""
-        config = ParticipantConfig.from_file(self.files.participants[token_of])
+    def client(self, token: str, certificate_of: str | None, url: str) -> httpx.Client:
+        """An httpx client with ``token`` presenting ``certificate_of``'s certificate."""
         tls = TlsSettings(
             ca=self.pki / "ca.pem",
             certificate=None if certificate_of is None else self.pki / f"{certificate_of}.pem",
             key=None if certificate_of is None else self.pki / f"{certificate_of}-key.pem",
         )
         return httpx.Client(
-            base_url=url + "/api/v1", headers={"Authorization": f"Bearer {config.token}"},
+            base_url=url + "/api/v1", headers={"Authorization": f"Bearer {token}"},
             verify=tls.httpx_verify(), timeout=10,
         )
+
+    def participant_client(
+        self, token_of: str, certificate_of: str | None, url: str
+    ) -> httpx.Client:
+        """An httpx client with ``token_of``'s token presenting ``certificate_of``'s cert."""
+        config = ParticipantConfig.from_file(self.files.participants[token_of])
+        assert config.token is not None
+        return self.client(config.token, certificate_of, url)
 
 
 def write_mutual(root: Path, *, seed: int) -> FederationFiles:
@@ -139,12 +154,24 @@ def serve_mutual(
                 agent.join(timeout=30)
 
 
+def add_admin(files: FederationFiles, name: str = "root") -> str:
+    """Add an admin ``name`` to the federation's coordinator, with a certificate of its CA
+    issued under that name; its token."""
+    credential = new_credential()
+    with files.coordinator.open("a", encoding="utf-8") as config:
+        config.write(f'\n[[analysts]]\nname = "{name}"\nrole = "admin"\n'
+                     f'token_sha256 = "{credential.token_sha256}"\n')
+    pki.issue(name, files.root / "pki", files.root / "pki")
+    return credential.token
+
+
 @pytest.fixture(scope="module")
 def mutual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
-    """Coordinator, counting service and three agents, all under mutual TLS."""
+    """Coordinator, counting service and three agents, all under mutual TLS, and an admin."""
     files = write_mutual(tmp_path_factory.mktemp("mtls"), seed=3)
+    admin_token = add_admin(files)
     with serve_mutual(files) as (coordinator, counting):
-        yield Federation(files, coordinator, counting)
+        yield Federation(files, coordinator, counting, admin_token)
 
 
 def test_a_job_runs_under_mutual_tls(mutual: Federation) -> None:
@@ -169,9 +196,11 @@ def test_another_organisations_certificate_is_refused_by_the_coordinator(
     mutual: Federation,
 ) -> None:
     with mutual.participant_client("hospital-a", "hospital-b", mutual.coordinator.url) as http:
-        response = http.get("/tasks/next", params={"wait": 0})
-    assert response.status_code == 403
-    assert "certificate does not name participant 'hospital-a'" in response.json()["detail"]
+        responses = [http.get("/tasks/next", params={"wait": 0}),
+                     http.get("/audit/heads/hospital-a")]
+    for response in responses:
+        assert response.status_code == 403
+        assert "certificate does not name participant 'hospital-a'" in response.json()["detail"]
 
 
 def test_another_organisations_certificate_is_refused_by_the_counting_service(
@@ -186,6 +215,62 @@ def test_another_organisations_certificate_is_refused_by_the_counting_service(
     assert "certificate does not name participant" in wrong.json()["detail"]
     # With its own certificate the same call passes authentication and fails on the job.
     assert "certificate" not in right.json()["detail"]
+
+
+# -- every credential bound to its holder's certificate ----------------------------------------
+def test_the_coordinators_token_with_a_members_certificate_is_refused_by_the_counting_service(
+    mutual: Federation,
+) -> None:
+    """The attack of issue 20: a member holding the coordinator's counting token invents a
+    member (``PUT /participants/evil``) or reads a total."""
+    token = CoordinatorSettings.from_file(mutual.files.coordinator).counting_token
+    invented = {"token_sha256": "ab" * 32}
+    with mutual.client(token, "hospital-a", mutual.counting.url) as http:
+        put = http.put("/participants/evil", json=invented)  # a body: the guard refuses
+        total = http.get("/jobs/no-such-job/total")  # no body: the route's dependency does
+    for refused in (put, total):
+        assert refused.status_code == 403, refused.text
+        assert "does not name coordinator 'coordinator'" in refused.json()["detail"]
+    assert put.headers["connection"] == "close"  # the body was never read
+    with mutual.client(token, "coordinator", mutual.counting.url) as http:
+        served = http.get("/jobs/no-such-job/total")
+    assert served.status_code == 404, served.text  # authenticated, refused for the job
+
+
+def test_a_participants_token_with_another_certificate_gets_no_paillier_key(
+    mutual: Federation,
+) -> None:
+    with mutual.participant_client("hospital-a", "hospital-b", mutual.counting.url) as http:
+        wrong = http.get("/jobs/no-such-job/paillier-key")
+    with mutual.participant_client("hospital-a", "hospital-a", mutual.counting.url) as http:
+        right = http.get("/jobs/no-such-job/paillier-key")
+    assert wrong.status_code == 403
+    assert "does not name participant 'hospital-a'" in wrong.json()["detail"]
+    assert right.status_code == 404, right.text  # authenticated, refused for the job
+
+
+@pytest.mark.parametrize("role", ["analyst", "admin"])
+def test_an_analysts_token_with_a_members_certificate_is_refused_by_the_coordinator(
+    mutual: Federation, role: str
+) -> None:
+    name, token = (
+        ("analyst", mutual.files.analyst_token) if role == "analyst"
+        else ("root", mutual.admin_token)
+    )
+    job = {"algorithm": "ffcm", "participants": list(IDS), "k": 2}
+    for certificate_of in ("hospital-a", "analyst" if role == "admin" else "root"):
+        with mutual.client(token, certificate_of, mutual.coordinator.url) as http:
+            listed = http.get("/jobs")
+            submitted = http.post("/jobs", json=job)
+        for refused in (listed, submitted):
+            assert refused.status_code == 403, refused.text
+            assert f"does not name {role} {name!r}" in refused.json()["detail"]
+        assert submitted.headers["connection"] == "close"
+    with mutual.client(token, name, mutual.coordinator.url) as http:
+        assert http.get("/jobs").status_code == 200
+        if role == "admin":
+            invited = http.post("/admin/invitations", json={"participant_id": "hospital-z"})
+            assert invited.status_code == 201, invited.text
 
 
 @pytest.mark.parametrize("service", ["coordinator", "counting"])
@@ -340,3 +425,54 @@ def test_mutual_tls_without_a_peer_certificate_in_the_scope_is_a_mismatch(
     assert certificate_mismatch({"type": "http"}, "hospital-a", tls=TlsSettings()) is None
     problem = certificate_mismatch({"type": "http"}, "hospital-a", tls=mutual)
     assert problem is not None and "no client certificate" in problem
+
+
+def _scope_with_certificate_of(folder: Path, name: str, token: str) -> dict[str, Any]:
+    """An ASGI scope as served under mutual TLS: ``name``'s certificate and ``token``."""
+    pem = (folder / f"{name}.pem").read_text("ascii")
+    return {
+        "type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())],
+        "extensions": {"tls": {"client_cert_chain": [pem]}},
+    }
+
+
+def test_the_counting_service_takes_the_coordinators_token_with_its_configured_name(
+    tmp_path: Path,
+) -> None:
+    pki.init_ca(tmp_path)
+    for name in ("counting", "coordinator", "coord-east"):
+        pki.issue(name, tmp_path, tmp_path)
+    table = {"certificate": "counting.pem", "key": "counting-key.pem", "client_ca": "ca.pem",
+             "coordinator_name": "coord-east"}
+    tls = TlsSettings.from_table(table, base=tmp_path, allowed=COUNTING_KEYS)
+    assert TlsSettings.from_table(
+        {k: v for k, v in table.items() if k != "coordinator_name"}, base=tmp_path
+    ).coordinator_name == "coordinator"  # what `fedclust pki issue coordinator` names
+    settings = CountingSettings(
+        coordinator_token_sha256=token_sha256("coordinator-token"),
+        database_url=f"sqlite:///{tmp_path / 'c.db'}", tls=tls,
+    )
+    store = CountingStore(settings.database_url)
+    members = Members(settings, store)
+    named = _scope_with_certificate_of(tmp_path, "coord-east", "coordinator-token")
+    default = _scope_with_certificate_of(tmp_path, "coordinator", "coordinator-token")
+    try:
+        assert caller_of(named, settings, members) == CoordinatorIdentity()
+        with pytest.raises(HTTPException) as refused:
+            caller_of(default, settings, members)
+    finally:
+        store.close()
+    assert refused.value.status_code == 403
+    assert "does not name coordinator 'coord-east'" in refused.value.detail
+
+
+def test_coordinator_name_is_a_counting_service_key(tmp_path: Path) -> None:
+    pki.init_ca(tmp_path)
+    own = pki.issue("svc", tmp_path, tmp_path)
+    table = {"certificate": str(own.certificate), "key": str(own.key), "ca": "ca.pem",
+             "coordinator_name": "coordinator"}
+    with pytest.raises(ValueError, match="unknown key"):
+        TlsSettings.from_table(table, base=tmp_path)  # a coordinator's or agent's [tls]
+    with pytest.raises(ValueError, match="coordinator_name must be the name"):
+        TlsSettings.from_table(table | {"coordinator_name": " "}, base=tmp_path,
+                               allowed=COUNTING_KEYS)

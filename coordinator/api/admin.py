@@ -124,7 +124,7 @@ def join_federation(body: JoinRequest, request: Request, services: ServicesDep) 
     token = new_token()
     digest = token_sha256(token)
     try:
-        services.counting.put_member(body.participant_id, digest)
+        in_force = services.counting.put_member(body.participant_id, digest)
     except CountingError as exc:
         services.db.release_invitation(invite_digest)
         raise HTTPException(
@@ -136,6 +136,11 @@ def join_federation(body: JoinRequest, request: Request, services: ServicesDep) 
     )
     authenticator.set_membership(body.participant_id, digest)
     _log.info("participant %s joined the federation", body.participant_id)
+    if not in_force:
+        _log.warning(
+            "participant %s takes part in jobs once the counting operator approves it "
+            "(fedclust counter members approve %s)", body.participant_id, body.participant_id,
+        )
     return JoinResponse(participant_id=body.participant_id, token=token)
 
 

@@ -2,9 +2,12 @@
 
 Handlers take ``Analyst`` or ``CurrentParticipant`` parameters (``Annotated`` aliases), so
 no route can forget authentication: no or an unknown token → 401 (``WWW-Authenticate:
-Bearer``); a valid token of the wrong role → 403. Tokens are known by their SHA-256 only
-and never logged. The dependencies are coroutines: they do no I/O, and a worker-thread hop
-each would cost more than their work.
+Bearer``); a valid token of the wrong role → 403. Under mutual TLS every token is bound to
+its holder's certificate (a participant's id, an analyst's or admin's configured name): a
+token presented with a certificate naming anyone else → 403, before any handler runs, and
+before the body guard reads a body (:meth:`Authenticator.caller`). Tokens are known by their
+SHA-256 only and never logged. The dependencies are coroutines: they do no I/O, and a
+worker-thread hop each would cost more than their work.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from fedclust.coordinator.db import Database
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystRole, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
+from fedclust.protocol.body_limit import bearer_token
 from fedclust.protocol.messages import ErrorDetail
 from fedclust.protocol.tls import certificate_mismatch, certified_member
 
@@ -45,7 +49,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class AnalystIdentity:
-    """An authenticated analyst; an admin sees every job, an analyst the jobs it created."""
+    """An authenticated analyst; an admin sees every job, an analyst the jobs it created.
+    Under mutual TLS its certificate must carry ``name``."""
 
     name: str
     role: AnalystRole = "analyst"
@@ -58,12 +63,14 @@ class AnalystIdentity:
 
 @dataclass(frozen=True)
 class ParticipantIdentity:
-    """An authenticated participant."""
+    """An authenticated participant; under mutual TLS its certificate must carry ``id``."""
 
     id: str
 
 
 Identity = AnalystIdentity | ParticipantIdentity
+
+_UNAUTHENTICATED: Final = {"WWW-Authenticate": "Bearer"}
 
 
 class Authenticator:
@@ -134,20 +141,38 @@ class Authenticator:
     def identify(self, token: str) -> Identity | None:
         return self._by_digest.get(token_sha256(token)) if token else None
 
-    def knows(self, token: str) -> bool:
-        """Whether ``token`` is any configured caller's (the body guard's question)."""
-        return self.identify(token) is not None
+    def caller(self, scope: Mapping[str, Any]) -> Identity:
+        """The principal a request authenticates as, its token bound to its certificate.
 
-    def certified(self, scope: Mapping[str, Any]) -> ParticipantIdentity | None:
-        """The member whose client certificate alone authenticates a request without a
-        token, where ``[tls] participant_auth = "certificate"`` (:func:`certified_member`)."""
-        pid = certified_member(scope, tls=self._tls, is_member=self.is_member)
-        return None if pid is None else ParticipantIdentity(pid)
-
-    def knows_certificate(self, scope: Mapping[str, Any]) -> bool:
-        """Whether a request's client certificate alone identifies a member (the body guard's
-        question for a request without a token)."""
-        return self.certified(scope) is not None
+        The holder of a known bearer token; without a token, the member its client
+        certificate alone names where ``[tls] participant_auth = "certificate"``
+        (:func:`certified_member`); else 401. Under mutual TLS a token counts only with a
+        certificate naming its holder (:func:`certificate_mismatch`), else 403. The routes
+        (:func:`authenticate`) and the body guard (before a body is read) both ask this.
+        """
+        token = bearer_token(scope.get("headers", []))
+        if token is None:
+            pid = certified_member(scope, tls=self._tls, is_member=self.is_member)
+            if pid is None:
+                raise HTTPException(
+                    status.HTTP_401_UNAUTHORIZED, "a bearer token is required",
+                    headers=_UNAUTHENTICATED,
+                )
+            return ParticipantIdentity(pid)
+        identity = self.identify(token)
+        if identity is None:
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED, "unknown bearer token", headers=_UNAUTHENTICATED
+            )
+        if isinstance(identity, AnalystIdentity):
+            mismatch = certificate_mismatch(
+                scope, identity.name, tls=self._tls, role=identity.role
+            )
+        else:
+            mismatch = certificate_mismatch(scope, identity.id, tls=self._tls)
+        if mismatch is not None:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, mismatch)
+        return identity
 
     def contacted(self, participant: str) -> None:
         """Note an authenticated request from ``participant`` now (kept in memory)."""
@@ -176,30 +201,16 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 _bearer = HTTPBearer(auto_error=False, description="Bearer token of an analyst or a participant")
 
-_UNAUTHENTICATED: Final = {"WWW-Authenticate": "Bearer"}
-
 
 async def authenticate(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],  # documents the scheme
 ) -> Identity:
-    """The caller's identity; 401 without a known bearer token (or, where the service lets a
-    certificate stand for the token, a client certificate naming a member)."""
+    """The caller's identity (:meth:`Authenticator.caller`): 401 without a known bearer token
+    (or, where the service lets a certificate stand for the token, a client certificate
+    naming a member); 403 for a token presented with a certificate naming someone else."""
     authenticator: Authenticator = request.app.state.authenticator
-    if credentials is None:
-        certified = authenticator.certified(request.scope)
-        if certified is not None:
-            authenticator.contacted(certified.id)
-            return certified
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED, "a bearer token is required", headers=_UNAUTHENTICATED
-        )
-    identity = authenticator.identify(credentials.credentials)
-    if identity is None:
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED, "unknown bearer token", headers=_UNAUTHENTICATED
-        )
+    identity = authenticator.caller(request.scope)
     if isinstance(identity, ParticipantIdentity):
         authenticator.contacted(identity.id)
     return identity
@@ -232,21 +243,7 @@ async def require_admin(analyst: Analyst) -> AnalystIdentity:
 
 
 Admin = Annotated[AnalystIdentity, Depends(require_admin)]
-
-
-async def require_certified_participant(
-    request: Request,
-    identity: Annotated[ParticipantIdentity, Depends(require_participant)],
-    services: ServicesDep,
-) -> ParticipantIdentity:
-    """Under mutual TLS, 403 unless the client certificate names the token's participant."""
-    mismatch = certificate_mismatch(request.scope, identity.id, tls=services.settings.tls)
-    if mismatch is not None:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, mismatch)
-    return identity
-
-
-CurrentParticipant = Annotated[ParticipantIdentity, Depends(require_certified_participant)]
+CurrentParticipant = Annotated[ParticipantIdentity, Depends(require_participant)]
 
 _DESCRIPTIONS: Final = {
     401: "No bearer token, or an unknown one",

@@ -20,6 +20,7 @@ from fedclust.coordinator import db as coordinator_db
 from fedclust.coordinator.app import create_app
 from fedclust.coordinator.settings import AnalystCredential
 from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.masking import IdentityKey
 from fedclust.crypto.tokens import token_sha256
@@ -59,6 +60,7 @@ class Federation:
     coordinator: TestClient
     counting: httpx.Client  # no token: pass headers per request
     switch: Switch
+    members: Members  # the counting operator's membership decisions
 
 
 def _counting_settings(tmp_path: Path) -> CountingSettings:
@@ -89,7 +91,7 @@ def _running(tmp_path: Path) -> Iterator[Federation]:
             base_url="http://counting/api/v1", transport=SyncASGITransport(counting_app)
         ) as counting,
     ):
-        yield Federation(client, counting, switch)
+        yield Federation(client, counting, switch, counting_app.state.members)
     counting_app.state.store.close()
 
 
@@ -149,6 +151,8 @@ def counting_status(fed: Federation, tok: str) -> int:
 def test_a_new_member_joins_while_both_services_run(fed: Federation) -> None:
     tok = joined(fed)
     assert coordinator_status(fed, tok) == 204
+    assert counting_status(fed, tok) == 401  # asked for: awaits the counting operator
+    fed.members.approve(NEW, token_sha256(tok))
     assert counting_status(fed, tok) == 403  # authenticated; just not on that job's roster
     listed = fed.coordinator.get(f"{API}/participants", headers=ANALYST).json()
     assert [p["id"] for p in listed] == [*NAMES, OUTSIDER, NEW]
@@ -271,6 +275,7 @@ def test_the_trail_records_every_change_without_secrets(
 def test_memberships_survive_a_restart(tmp_path: Path) -> None:
     with _running(tmp_path) as fed:
         tok = joined(fed)
+        fed.members.approve(NEW)
         assert fed.coordinator.delete(
             f"{API}/admin/participants/{NAMES[0]}", headers=ADMIN
         ).status_code == 204

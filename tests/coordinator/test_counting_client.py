@@ -78,8 +78,9 @@ def test_malformed_total_and_unreachable_service() -> None:
 
 
 def test_an_outage_is_waited_out() -> None:
-    """A counting service restarting (no connection, then 503) is retried with backoff."""
-    answers = [None, None, httpx.Response(503), httpx.Response(503)]
+    """A counting service restarting (no connection, then 503) or busy with the coordinator's
+    other large bodies (429) is retried with backoff."""
+    answers = [None, None, httpx.Response(503), httpx.Response(429)]
 
     def restarting(request: httpx.Request) -> httpx.Response:
         if answers:

@@ -8,6 +8,9 @@ left, and the result must say so. The FedFuzzDB of a K validated after the dropo
 the central index over the survivors' pooled rows. A dropout at the declaration, the count,
 during standardisation or in the sweep's initial box gives the result of a job over the
 survivors alone, without the counting service's total; fewer than three left fails the job.
+Under protection, a dropout after a statistic over everyone was released (the count total, a
+moment sum) stops the job instead: a sum over the survivors would give the dropped
+participant's statistics (its N_l among them) by difference (issue 20).
 """
 
 from __future__ import annotations
@@ -176,13 +179,17 @@ def _what(spec: msg.TaskSpec) -> tuple[str, str | None]:
     return spec.kind, spec.statistic.kind if isinstance(spec, msg.SecureInputTask) else None
 
 
-@pytest.mark.parametrize("protection", ["none", "masking"])
-@pytest.mark.parametrize("stage", ["declaration", "count", "moments", "shifted moments", "box"])
+@pytest.mark.parametrize(
+    ("protection", "stage"),
+    [("none", s) for s in ("declaration", "count", "moments", "shifted moments", "box")]
+    + [("masking", "declaration"), ("masking", "count")],
+)
 def test_a_dropout_before_the_sweep_gives_the_survivors_job(
     protection: msg.ProtectionScheme, stage: str
 ) -> None:
     """At the declaration, the count, either standardisation round, or (unstandardised) the
-    sweep's initial box: the job is that of the survivors alone."""
+    sweep's initial box: the job is that of the survivors alone. Under protection only
+    before anything over everyone was released (the declaration, the count)."""
     standardise = stage != "box"
     run = _job(NAMES, _spec(NAMES, protection, standardise=standardise),
                after=DROPS[protection, stage])
@@ -224,6 +231,22 @@ def test_a_dropout_before_the_sweep_gives_the_survivors_job(
         assert entry.fed_fuzzy_db == pytest.approx(reference.fed_fuzzy_db, rel=1e-9)
         assert entry.simplified_silhouette == pytest.approx(reference.simplified_silhouette,
                                                             rel=1e-9)
+
+
+@pytest.mark.parametrize("stage", ["moments", "shifted moments", "box"])
+def test_a_forced_dropout_after_a_release_stops_a_protected_job(stage: str) -> None:
+    """The dropout attack of issue 20: the total over everyone is out (and, for the shifted
+    moments, a masked sum over everyone too); the coordinator could force org-2 out by
+    withholding its task and read N_org-2 as that total minus the survivors' summed
+    memberships. Now nothing over the survivors is summed: the job stops with one line."""
+    with pytest.raises(RefusedError) as info:
+        _job(NAMES, _spec(NAMES, "masking", standardise=stage != "box"),
+             after=DROPS["masking", stage])
+    assert str(info.value) == (
+        "the 'moment_sums' sum over the 3 participants left would reveal the statistics of "
+        "'org-2' by difference with what was released over more participants before (fewer "
+        "than 3 apart); the job stops here, and nothing over those left is released"
+    )
 
 
 def test_a_dropout_while_the_scaling_is_applied_leaves_the_others_scaled_by_everyone() -> None:

@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fedclust.cli import _parser
+from fedclust.coordinator._rounds import ReleasedCohorts
 from fedclust.coordinator.app import create_app
 from fedclust.coordinator.db import Database
 from fedclust.coordinator.metrics import CoordinatorMetrics, ObservedChannel, ObservedSummation
@@ -224,6 +225,7 @@ class _FakeSummation:
 
     def __init__(self) -> None:
         self.notes: list[str] = []
+        self.cohorts = ReleasedCohorts()
 
     def set_bounds(self, *, max_rows: int, value_bound: float) -> None:
         self.notes.append(f"bounds {max_rows} {value_bound}")

@@ -103,22 +103,26 @@ def test_the_coordinator_receives_uniform_vectors_whose_sum_is_the_aggregate() -
     }
     plain = [p.fcm_sums(CENTERS, m=2.0) for p in locals_]
     stat = encoding["weighted_sum"]
+    assert stat.words == 2  # 3 · N·B = 3e9 > 2^21: two words hold it at resolution 2^-40
     received = []
     for member, own in zip(members, plain, strict=True):
         (masked,) = [r for r in member.sent if isinstance(r, msg.MaskedInputReply)]
         vector = masked.vectors["weighted_sum"].to_numpy()
-        clear = encode(Statistic("weighted_sum", stat.scale_bits, stat.bound), own.weighted_sum)
+        clear = encode(
+            Statistic("weighted_sum", stat.scale_bits, stat.bound, stat.words), own.weighted_sum
+        )
         assert vector.dtype == np.uint64 and not np.array_equal(vector, clear)
         received.append(vector)
     # 3 x 9 values are too few for a test of uniformity; the masks' uniformity is tested on
     # long vectors in tests/crypto/test_masking.py. Here: no masked value shares its top
-    # 16 bits with the clear encoding's (which are all 0x0000 or 0xffff): the probability of
-    # a chance match for one value is 2 / 2^16, for any of 27 values < 1e-3.
+    # 16 bits (of the highest limb) with the clear encoding's (which are all 0x0000 or
+    # 0xffff): the probability of a chance match for one value is 2 / 2^16, for any of 27
+    # values < 1e-3.
     for vector in received:
-        assert not np.isin(vector >> np.uint64(48), [0, 0xFFFF]).any()
+        assert not np.isin(vector[..., -1] >> np.uint64(48), [0, 0xFFFF]).any()
     expected = sum(p.weighted_sum for p in plain)
     got = total.to_result().weighted_sum
-    bound = Statistic("weighted_sum", stat.scale_bits, stat.bound).error_bound(3)
+    bound = Statistic("weighted_sum", stat.scale_bits, stat.bound, stat.words).error_bound(3)
     assert np.abs(got - expected).max() <= bound + 1e-12 * np.abs(expected).max()
 
 
@@ -462,13 +466,15 @@ def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: 
     assert names == ("org-0", "org-1", "org-2", "org-3")
     expected = sum(p.fcm_sums(CENTERS, m=2.0).weighted_sum for p in locals_)
     np.testing.assert_allclose(total.to_result().weighted_sum, expected, rtol=1e-9)
-    # Without its keys it would have dropped out of every later sum.
+    # Without its keys it would have dropped out of every later sum, and a sum over the
+    # three others, after those over four, would give its statistics by difference: the
+    # sum is refused instead (issue 20).
     members[0]._session = SecureSession(
         members[0].local, participant_id="org-0", job_id=JOB, identity=first._identity,
         pins=PeerPins(), last_round=summation.rounds,
     )
-    _, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
-    assert "org-0" not in names
+    with pytest.raises(RefusedError, match="would reveal the statistics of 'org-0'"):
+        summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
     saved.write_text("{not json")
     with pytest.raises(ValueError, match="not a file of saved masking keys"):
         session(summation.rounds)
@@ -495,3 +501,61 @@ def test_the_same_stage_asked_again_gets_the_same_answer() -> None:
         )
     )
     assert isinstance(changed, msg.RefusalReply) and "replay" in changed.reason
+
+
+def test_field_encodings_widen_the_ring_instead_of_dropping_resolution() -> None:
+    # Resolution 2^-40 in every field; a field takes the fewest words that hold
+    # n·bound·2^40 <= 2^(64w-3): one word up to n·bound = 2^21 (the encoding every field had
+    # before), and the issue's scale (values to 1e12, 10^7 rows, 1,000 participants) in three.
+    def words(n_parties: int, max_rows: int, value_bound: float) -> dict[str, int]:
+        return {
+            e.name: e.words
+            for e in field_encodings(
+                msg.MomentSumsTask(), n_features=3, n_parties=n_parties, max_rows=max_rows,
+                value_bound=value_bound,
+            )
+        }
+
+    assert words(4, 2**10, 2**8) == {"sum": 1, "sum_sq": 2}  # 2^21 and 2^30
+    assert words(4, 2**9, 2**40) == {"sum": 2, "sum_sq": 3}  # 2^52 and 2^93
+    assert words(1000, 10**7, 1e12) == {"sum": 2, "sum_sq": 3}  # ~2^64 and ~2^116
+    with pytest.raises(ValueError, match=r"'sum_sq'.*widest secure sum \(16 words\)"):
+        words(3, 2**20, 1e150)
+
+
+def test_a_masked_sum_in_natural_units_is_exact_to_the_resolution() -> None:
+    # Incomes to 1e12 and counts in one statistic: Σx² per column needs three words; the
+    # coordinator receives uint64 limbs on a last axis and decodes every column, the counts'
+    # too, to n·2^-41 of the exact sum.
+    rng = np.random.default_rng(3)
+    locals_ = [
+        LocalParticipant(
+            np.column_stack(
+                [rng.uniform(1e5, 1e12, 50), rng.poisson(3.0, 50), rng.normal(size=50)]
+            ),
+            name=f"org-{i}",
+        )
+        for i in range(3)
+    ]
+    keys = {p.name: IdentityKey.generate() for p in locals_}
+    members = [
+        Watched(SecureMember(
+            p, SecureSession(p, participant_id=p.name, job_id=JOB, identity=keys[p.name],
+                             pins=PeerPins()),
+            algorithm="ffcm", job_id=JOB,
+        ))
+        for p in locals_
+    ]
+    summation = MaskedSummation(
+        JOB, {k: v.public_bytes() for k, v in keys.items()}, max_rows=64, value_bound=2.0**40
+    )
+    total, _ = summation.sum(members, msg.MomentSumsTask(), msg.MomentSumsReply)
+    for member in members:
+        (masked,) = [r for r in member.sent if isinstance(r, msg.MaskedInputReply)]
+        assert masked.vectors["sum"].shape == (3, 2)
+        assert masked.vectors["sum_sq"].shape == (3, 3)
+    plain = [p.moment_sums() for p in locals_]
+    for name in ("sum", "sum_sq"):
+        exact = sum(getattr(m, name) for m in plain)
+        got = getattr(total.to_result(), name)
+        np.testing.assert_allclose(got, exact, rtol=2**-52, atol=3 * 2.0**-41)

@@ -175,7 +175,7 @@ def test_the_total_is_released_only_when_enough_participants_reported(
     assert total.json() == {"job_id": "j", "total": 127, "reporters": 4}
 
 
-def test_a_roster_is_idempotent_and_fixed_once_counts_exist(service: Service) -> None:
+def test_a_roster_is_idempotent_and_only_narrows_once_counts_exist(service: Service) -> None:
     assert put_roster(service, "j", ["p0", "p1", "p2"]).status_code == 204
     assert put_roster(service, "j", ["p0", "p1", "p3"]).status_code == 204  # no counts yet
     assert report(service, "j", "p2", 5).status_code == 403  # replaced roster
@@ -183,7 +183,39 @@ def test_a_roster_is_idempotent_and_fixed_once_counts_exist(service: Service) ->
     assert put_roster(service, "j", ["p3", "p1", "p0"]).status_code == 204  # same set
     changed = put_roster(service, "j", ["p0", "p1", "p2", "p3"])
     assert changed.status_code == 409
-    assert "can no longer change" in changed.json()["detail"]
+    assert "can only narrow" in changed.json()["detail"]
+
+
+def test_after_a_dropout_the_total_is_that_of_the_cohort_that_finished(
+    service: Service,
+) -> None:
+    """The dropout attack of issue 20: the full roster's total and the survivors' summed
+    memberships would give the dropped member's N_l by difference. The coordinator narrows
+    the roster before the release instead; the full total is never released, and once a
+    total is out the roster is fixed."""
+    coordinator = service.as_(COORDINATOR)
+    assert put_roster(service, "j", ["p0", "p1", "p2", "p3"]).status_code == 204
+    for i, p in enumerate(["p0", "p1", "p2", "p3"]):
+        assert report(service, "j", p, 10 + i).status_code == 202
+    assert put_roster(service, "j", ["p0", "p1", "p2"]).status_code == 204  # p3 dropped out
+    assert report(service, "j", "p3", 13).status_code == 403
+    total = coordinator.get("/jobs/j/total")
+    assert total.json() == {"job_id": "j", "total": 33, "reporters": 3}
+    again = put_roster(service, "j", ["p0", "p1", "p2", "p3"])
+    assert again.status_code == 409
+    # A later job over everyone would give N_p3 with this one: refused for good, and its
+    # roster cannot narrow to a safe one afterwards either.
+    assert put_roster(service, "k", ["p0", "p1", "p2", "p3"]).status_code == 204
+    for i, p in enumerate(["p0", "p1", "p2", "p3"]):
+        report(service, "k", p, 10 + i)
+    refused = coordinator.get("/jobs/k/total")
+    assert refused.status_code == 409 and "'p3'" in refused.json()["detail"]
+    assert put_roster(service, "j2", ["p0", "p1", "p2"]).status_code == 204
+    for p in ("p0", "p1", "p2"):
+        report(service, "j2", p, 1)
+    assert coordinator.get("/jobs/j2/total").status_code == 200  # the same cohort as j
+    narrowed = put_roster(service, "j2", ["p0", "p1"])
+    assert narrowed.status_code == 422  # below the minimum roster anyway
 
 
 def test_counts_persist_across_a_restart(database_url: str) -> None:

@@ -118,8 +118,28 @@ def test_each_round_decrypts_once_and_closes(holder: PaillierKeyHolder) -> None:
     with pytest.raises(RoundClosedError):
         holder.record_contribution(JOB, 1, "p3")
     # The next round is independent.
-    announce(holder, ["p1", "p2", "p3"], round_no=2)
-    holder.decrypt(request(holder, ["p1", "p2", "p3"], round_no=2))
+    announce(holder, ["p0", "p1", "p2"], round_no=2)
+    holder.decrypt(request(holder, ["p0", "p1", "p2"], round_no=2))
+
+
+def test_a_round_over_the_survivors_of_a_dropout_is_refused(holder: PaillierKeyHolder) -> None:
+    """The dropout attack of issue 20: a round over everyone, then (p3 forced out by a
+    withheld task) one over the others; their FedFuzzDB memberships would give N_p3 by
+    difference. Two cohorts differing by two (e_p0 - e_p3) are refused as well."""
+    announce(holder, ROSTER)
+    holder.decrypt(request(holder, ROSTER))
+    survivors = ["p0", "p1", "p2"]
+    announce(holder, survivors, round_no=2)
+    with pytest.raises(DecryptionRefusedError, match=r"fewer than 3 participants derivable \(p3\)"):
+        holder.decrypt(request(holder, survivors, round_no=2))
+    with pytest.raises(DecryptionRefusedError, match="refusing to decrypt, now and later"):
+        holder.decrypt(request(holder, survivors, round_no=2))  # the round stays refused
+    swapped = ["p1", "p2", "p3"]
+    announce(holder, swapped, round_no=3)
+    with pytest.raises(DecryptionRefusedError, match=r"\(p0\)"):
+        holder.decrypt(request(holder, swapped, round_no=3))
+    announce(holder, ROSTER, round_no=4)  # the same cohort again is fine
+    holder.decrypt(request(holder, ROSTER, round_no=4))
 
 
 def test_refuses_an_aggregate_under_another_key(holder: PaillierKeyHolder) -> None:

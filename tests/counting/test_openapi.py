@@ -24,6 +24,7 @@ def test_operation_ids_and_tags_are_stable() -> None:
         "put_roster": ["counts"],
         "report_count": ["counts"],
         "get_total": ["counts"],
+        "announce_cohort": ["counts"],
         "get_paillier_key": ["paillier"],
         "report_paillier_contribution": ["paillier"],
         "paillier_decrypt": ["paillier"],

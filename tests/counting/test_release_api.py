@@ -18,11 +18,11 @@ import pytest
 import fedclust.counting.db
 from fedclust.counting.app import create_app
 from fedclust.counting.db import CountingStore, ReleaseRefusedError
-from fedclust.counting.release_guard import release_would_expose
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.tokens import token_sha256
+from fedclust.protocol.release_guard import release_would_expose
 from tests.counting.test_api import COORDINATOR, Service
-from tests.counting.test_release_guard import ATTACK, exposing_sets
+from tests.protocol.test_release_guard import ATTACK, exposing_sets
 
 COUNTS = {"p1": 60, "p2": 77, "p3": 94, "p4": 111, "p5": 128, "p6": 145, "p7": 162}
 TOKENS = {p: f"token-of-{p}" for p in COUNTS}

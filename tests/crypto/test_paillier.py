@@ -214,7 +214,7 @@ def test_serialisation_round_trip(keys: PaillierKeyPair) -> None:
         ({"statistic": ""}, "'statistic'"),
         ({"bound": 0.0}, "'bound'"),
         ({"max_parties": 2}, "'max_parties'"),
-        ({"scale_bits": 60, "bound": 4.0}, "2\\^61"),
+        ({"scale_bits": 60, "bound": 2.0**962}, "2\\^1022"),
     ],
 )
 def test_spec_is_validated(kwargs: dict[str, object], message: str) -> None:

@@ -21,6 +21,7 @@ from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.policy import accepting
 from fedclust.protocol.messages import JobCreate, ResultDocument
 
 __all__ = ["run_with_one_down"]
@@ -49,6 +50,7 @@ def run_with_one_down(
     files = write_federation(
         root, data=shares, coordinator_port=8700, counting_port=8701,
         label_column=parts[0].shape[1], task_timeout_seconds=timeout,
+        protections=sorted(accepting(spec.protection)),
     )
     stops = {name: threading.Event() for name in names}
     counting_app = create_counting(CountingSettings.from_file(files.counting))

@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 torch = pytest.importorskip("torch")
 
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.cli import main  # noqa: E402
 from fedclust.coordinator.distillation import sum_contributions  # noqa: E402
-from fedclust.participant.deep.distill_local import DistillParticipant  # noqa: E402
+from fedclust.coordinator.secure_sum import MaskedSummation, field_encodings  # noqa: E402
+from fedclust.protocol import messages as msg  # noqa: E402
 from fedclust.protocol.distillation import COUNT, SOFT_SUM  # noqa: E402
 
 # Small runs: few distillation epochs / FedAvg rounds keep the file fast; the groupings are
 # what is tested, and they are fixed before (fed-distill) or barely depend on (FedCRef) them.
 DISTILL_FAST = ["--distill-epochs", "3"]
 FEDCREF_FAST = ["--clients", "6", "--fedavg-rounds", "2", "--max-iterations", "2"]
-
-
-class _Named:
-    def __init__(self, name: str) -> None:
-        self.name = name
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -77,52 +75,126 @@ def test_fedcref_cli_prints_the_groups_and_same_seed_same_grouping(
         assert group["protected"] == (len({m.split(":")[0] for m in group["members"]}) >= 3)
 
 
-def test_fed_distill_masking_and_none_give_the_same_grouping() -> None:
+@dataclass
+class _Sum:
+    """One call of the service's MaskedSummation.sum: who, what, and how far the masked
+    aggregate lies from the plain sum of the same statistic, per field, against the
+    service's precision guarantee for that field's encoding."""
+
+    cohort: list[str]
+    kind: str
+    required: bool
+    errors: dict[str, float] = field(default_factory=dict)
+    guarantees: dict[str, float] = field(default_factory=dict)
+
+
+def _spy_on_the_service_sum(
+    monkeypatch: pytest.MonkeyPatch, *, compare: bool
+) -> list[_Sum]:
+    """Record every MaskedSummation.sum; with ``compare`` (soft predictions only: asking them
+    again changes nothing at a participant), also ask every member its plain contribution
+    through the same in-process agents and measure the masked sum against it."""
+    calls: list[_Sum] = []
+    original = MaskedSummation.sum
+
+    def spy(
+        self: MaskedSummation, participants: Sequence[Any], statistic: msg.SumTaskSpec,
+        reply_type: type[Any], *, required: bool = False,
+    ) -> tuple[Any, tuple[str, ...]]:
+        total, names = original(self, participants, statistic, reply_type, required=required)
+        call = _Sum(sorted(p.name for p in participants), statistic.kind, required)
+        calls.append(call)
+        if compare:
+            assert isinstance(total, msg.DistillSoftReply)
+            plain = sum_contributions(participants, lambda p: p.predict_soft(None))
+            masked = {SOFT_SUM: total.soft_sum.to_numpy(), COUNT: total.members.to_numpy()}
+            wire = {SOFT_SUM: "soft_sum", COUNT: "members"}
+            # A soft-prediction sum's bounds do not depend on the job's N and B.
+            scales = {
+                e.name: e.scale_bits for e in field_encodings(
+                    statistic, n_features=participants[0].n_features, n_parties=len(names),
+                    max_rows=1, value_bound=1.0,
+                )
+            }
+            for key, value in plain.items():
+                # crypto.fixedpoint: |decoded - exact| <= n · 2^-(f+1), plus float64 rounding
+                # of the decoded and of the plain sum (a few ulps).
+                n_ulps = 4 * np.finfo(np.float64).eps * float(np.max(np.abs(value)))
+                call.guarantees[key] = len(names) * 2.0 ** -(scales[wire[key]] + 1) + n_ulps
+                call.errors[key] = float(np.max(np.abs(masked[key] - value)))
+        return total, names
+
+    monkeypatch.setattr(MaskedSummation, "sum", spy)
+    return calls
+
+
+def test_fed_distill_masked_sums_are_the_service_sums_and_equal_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _spy_on_the_service_sum(monkeypatch, compare=True)
     masked = ds.simulate_fed_distill("digits", distill_epochs=2, protection="masking", seed=1)
+    # Every teacher sum went through the service's MaskedSummation, one call per group, with
+    # the group as its cohort and every member required (coordinator.distill_job).
+    assert sorted(c.cohort for c in calls) == sorted(sorted(g.members) for g in masked.groups)
+    assert all(c.kind == "distill_soft" and c.required for c in calls)
+    for c in calls:
+        assert set(c.errors) == {SOFT_SUM, COUNT}
+        for key, error in c.errors.items():
+            assert error <= c.guarantees[key], (key, error, c.guarantees[key])
+    # The notes are the service's: one key setup per group (MaskedSummation's own note).
+    setups = [n for n in masked.notes if n.startswith("secure sums (key setup")]
+    assert len(setups) == len(masked.groups)
+    calls.clear()
     clear = ds.simulate_fed_distill("digits", distill_epochs=2, protection="none", seed=1)
+    assert not calls
     assert [g.members for g in masked.groups] == [g.members for g in clear.groups]
-    assert masked.ari == clear.ari
+    assert masked.ari == clear.ari == 1.0
     assert all(g.protected for g in masked.groups)
     assert not any(g.protected for g in clear.groups)
-    assert any("pairwise masked" in n for n in masked.notes)
+    # Teachers equal to ~1e-12 give the distillation (float32) the same targets: the same
+    # accuracies.
+    assert masked.accuracy_per_true_group == pytest.approx(clear.accuracy_per_true_group,
+                                                          abs=1e-9)
+    assert not any("secure sums" in n for n in clear.notes)
 
 
-def test_masked_teacher_sum_equals_the_plain_sum() -> None:
-    fed = ds.distill_federation(
-        ds.load_dataset("digits"), groups=1, clients_per_group=4, classes_per_group=3,
-        samples_per_class=20, public_per_class=10, test_per_class=5, kind="mlp", seed=0,
-    )
-    for i, p in enumerate(fed.participants):
-        p.train_local(seed=2 * i)
-    agg = ds.MaskedAggregator([p.name for p in fed.participants], {SOFT_SUM: 1.0, COUNT: 1.0})
-
-    def ask(p: DistillParticipant) -> dict[str, NDArray[np.float64]]:
-        return p.predict_soft(fed.public)
-
-    masked = agg(fed.participants, ask)
-    plain = sum_contributions(fed.participants, ask)
-    # Tolerance 1e-6: with bound 1 and 4 parties the fixed-point scale is 2^-52 (the
-    # representable band 2^62 / (4 · 1)), so each decoded coordinate is within
-    # 4 · 2^-53 ≈ 4e-16 of the exact sum, plus float64 rounding of the plain sum (~1e-16):
-    # the teacher is the same far below 1e-6, which is what the distillation could notice.
-    np.testing.assert_allclose(masked[SOFT_SUM], plain[SOFT_SUM], rtol=0, atol=1e-6)
-    assert masked[COUNT][0] == pytest.approx(4.0)
-    assert agg.masked_rounds == 1 and not agg.clear_sums
+# Six clients holding 4..5 classes, one FedCRef iteration: this seed associates a group of
+# three participants (masked) and one of two (summed in the clear).
+FEDCREF_MIXED: dict[str, Any] = {
+    "clients": 6, "classes_per_client": (4, 5), "samples_per_class": 20, "fedavg_rounds": 1,
+    "max_iterations": 1, "local_epochs": 20, "seed": 0,
+}
 
 
-def test_a_group_of_two_is_summed_in_the_clear_and_noted() -> None:
-    fed = ds.distill_federation(
-        ds.load_dataset("digits"), groups=1, clients_per_group=2, classes_per_group=2,
-        samples_per_class=10, public_per_class=5, test_per_class=5, kind="mlp", seed=0,
-    )
-    agg = ds.MaskedAggregator([p.name for p in fed.participants], {"n": 10.0})
-    total = agg(fed.participants, lambda p: {"n": np.array([3.0])})
-    assert total["n"][0] == 6.0
-    assert agg.masked_rounds == 0
-    assert any("formed in the clear" in n for n in agg.notes)
-    three = ds.MaskedAggregator(["a", "b", "c"], {"n": 1.0})
-    with pytest.raises(ValueError, match="exceed its declared bound"):
-        three([_Named("a"), _Named("b"), _Named("c")], lambda p: {"n": np.array([5.0])})
+def _participants(group: ds.DeepGroup) -> list[str]:
+    return sorted({m.split(":")[0] for m in group.members})
+
+
+def test_fedcref_masked_sums_are_the_service_sums_and_equal_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = _spy_on_the_service_sum(monkeypatch, compare=False)
+    masked = ds.simulate_fedcref("digits", protection="masking", **FEDCREF_MIXED)
+    sizes = sorted(len(_participants(g)) for g in masked.groups)
+    assert sizes == [2, 3]
+    (large,) = [g for g in masked.groups if len(_participants(g)) >= 3]
+    # The group of three: its start and each FedAvg round through the service's summation,
+    # every member required; the group of two never (coordinator.fedcref_job).
+    rounds = FEDCREF_MIXED["fedavg_rounds"] + 1
+    assert [c.cohort for c in calls] == [_participants(large)] * rounds
+    assert all(c.kind == "fedcref_fedavg" and c.required for c in calls)
+    assert [g.protected for g in masked.groups] == [g is large for g in masked.groups]
+    assert any(n.startswith("secure sums (key setup 1)") for n in masked.notes)
+    assert any("1 group(s) of the last iteration had fewer than 3" in n for n in masked.notes)
+    calls.clear()
+    clear = ds.simulate_fedcref("digits", protection="none", **FEDCREF_MIXED)
+    assert not calls and not any(g.protected for g in clear.groups)
+    # FedAvg models within ~1e-12 of the plain ones (rounded to float32 before training):
+    # the same groups, refinement and accuracies.
+    for key in ("groups_found", "isolated_clusters", "wrong_associations", "ari"):
+        assert getattr(masked, key) == getattr(clear, key), key
+    assert [g.members for g in masked.groups] == [g.members for g in clear.groups]
+    assert masked.final_accuracy == pytest.approx(clear.final_accuracy, abs=1e-9)
 
 
 def test_mnist_absent_is_a_clear_error(

@@ -12,8 +12,10 @@ torch = pytest.importorskip("torch")
 
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.client import AnalystClient  # noqa: E402
+from fedclust.coordinator._rounds import ReleasedCohorts  # noqa: E402
 from fedclust.coordinator.distill_job import masked_soft_sums  # noqa: E402
 from fedclust.coordinator.distillation import run_fed_distill  # noqa: E402
+from fedclust.coordinator.secure_sum import MaskedSummation  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
 from fedclust.participant import dispatch  # noqa: E402
@@ -26,6 +28,7 @@ from fedclust.protocol.messages import (  # noqa: E402
     DistillParams,
     JobCreate,
     JobPublic,
+    ResultDocument,
     WireArray,
 )
 from tests.deep._down import run_with_one_down  # noqa: E402
@@ -48,31 +51,41 @@ def _local(tasks: DistillTasks, X: Any) -> LocalParticipant:
     return local
 
 
+def _service(
+    setup: dict[str, Any], ledgers: list[DisclosureLedger] | None = None
+) -> ResultDocument:
+    """The masked job over the real service (apps and agents in this process) on the
+    simulator's federation for ``setup``."""
+    fed = ds.distill_federation(ds.load_dataset("digits"), kind="mlp", seed=SEED, **setup)
+    spec = JobCreate(
+        algorithm="fed-distill", participants=[p.name for p in fed.participants], seed=SEED,
+        protection="masking",
+        distill=DistillParams(public=WireArray.of(fed.public), n_classes=10, epochs=EPOCHS),
+    )
+
+    def keep_ledger(client: AnalystClient, job: JobPublic) -> None:
+        if ledgers is not None:
+            ledgers.append(client.disclosures(job.id))
+
+    return run_in_process(
+        Federation.from_pairs("digits", fed.rows), spec, labels=[y for _, y in fed.rows],
+        on_finished=keep_ledger,
+    )
+
+
 def test_service_groups_like_the_simulator() -> None:
     sim = ds.simulate_fed_distill(
         "digits", **SETUP, distill_epochs=EPOCHS, protection="masking", seed=SEED
     )
-    fed = ds.distill_federation(ds.load_dataset("digits"), kind="mlp", seed=SEED, **SETUP)
-    names = [p.name for p in fed.participants]
-    # The test reads each simulated participant's rows to hand the same data to the agents.
-    pairs = [(p._X, p._y) for p in fed.participants]
-    spec = JobCreate(
-        algorithm="fed-distill", participants=names, seed=SEED, protection="masking",
-        distill=DistillParams(public=WireArray.of(fed.public), n_classes=10, epochs=EPOCHS),
-    )
     ledgers: list[DisclosureLedger] = []
-
-    def keep_ledger(client: AnalystClient, job: JobPublic) -> None:
-        ledgers.append(client.disclosures(job.id))
-
-    doc = run_in_process(
-        Federation.from_pairs("digits", pairs), spec, labels=[y for _, y in pairs],
-        on_finished=keep_ledger,
-    )
+    doc = _service(SETUP, ledgers)
     assert doc.groups == [g.members for g in sim.groups]
     assert doc.k_selected == sim.groups_found and doc.sweep == []
     small = [g.members for g in sim.groups if len(g.members) < 3]
     assert (doc.unprotected_groups or []) == small
+    # One secure sum: the simulator's notes are the service's, its summation's included.
+    assert sim.notes == doc.notes
+    assert any(n.startswith("secure sums (key setup") for n in sim.notes)
 
     (ledger,) = ledgers
     protection: dict[tuple[str, str], set[str]] = {}
@@ -140,12 +153,42 @@ def test_labels_come_from_the_label_column_and_are_needed(tmp_path: Path) -> Non
     assert isinstance(reply, msg.RefusalReply) and "no trained classifier" in reply.reason
 
 
+def test_groups_below_the_minimum_cohort_are_summed_as_the_service_sums_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two groups of two: neither the simulator nor the service masks their teacher sums
+    (MaskedSummation.sum is never called), both list them as unprotected with the same
+    notes."""
+    setup = {**SETUP, "groups": 2, "clients_per_group": 2}
+    cohorts: list[list[str]] = []
+    original = MaskedSummation.sum
+
+    def spy(self: MaskedSummation, participants: Any, *args: Any, **kwargs: Any) -> Any:
+        cohorts.append([p.name for p in participants])
+        return original(self, participants, *args, **kwargs)
+
+    monkeypatch.setattr(MaskedSummation, "sum", spy)
+    sim = ds.simulate_fed_distill(
+        "digits", **setup, distill_epochs=EPOCHS, protection="masking", seed=SEED
+    )
+    assert [len(g.members) for g in sim.groups] == [2, 2]
+    assert not cohorts
+    assert not any(g.protected for g in sim.groups)
+    assert sum("could not be protected by secure aggregation" in n for n in sim.notes) == 2
+    doc = _service(setup)
+    assert not cohorts
+    assert doc.groups == [g.members for g in sim.groups]
+    assert doc.unprotected_groups == doc.groups
+    assert sim.notes == doc.notes
+
+
 def test_a_group_too_small_to_mask_is_summed_in_the_clear() -> None:
     class Recorder:
         calls = 0
 
         def __init__(self) -> None:
             self.notes: list[str] = []
+            self.cohorts = ReleasedCohorts()
 
         def sum(self, participants: Any, statistic: Any, reply_type: Any, *,
                 required: bool = False) -> Any:
@@ -194,9 +237,8 @@ def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path
     params = DistillParams(public=WireArray.of(fed.public), n_classes=10, epochs=EPOCHS)
     spec = JobCreate(algorithm="fed-distill", participants=names, seed=SEED, distill=params)
     assert spec.protection == "masking"
-    # The test reads each simulated participant's rows to hand the same data to the agents.
-    parts = [p._X for p in fed.participants]
-    labels = [p._y for p in fed.participants]
+    parts = [X for X, _ in fed.rows]
+    labels = [y for _, y in fed.rows]
     doc = run_with_one_down(tmp_path, spec, parts, labels, gone=gone)
     assert any(n.startswith(f"participant '{gone}' dropped out at the declaration")
                for n in doc.notes), doc.notes

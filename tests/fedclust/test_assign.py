@@ -27,6 +27,7 @@ from fedclust.client import AnalystClient, AnalystConfig, ApiError
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.inprocess import serving
 from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.policy import PROTECTIONS
 from fedclust.protocol.messages import JobCreate
 
 IDS = ("org-a", "org-b", "org-c")
@@ -71,7 +72,10 @@ def _federation(root: Path, parts: list[np.ndarray], specs: dict[str, dict[str, 
     for pid, X in zip(IDS, parts, strict=True):
         np.save(root / f"{pid}.npy", X)
         shares[pid] = f"{pid}.npy"
-    files = write_federation(root, data=shares, coordinator_port=8700, counting_port=8701)
+    files = write_federation(
+        root, data=shares, coordinator_port=8700, counting_port=8701,
+        protections=sorted(PROTECTIONS),  # the jobs below are unprotected
+    )
     with serving(files, poll_wait=0.2) as coordinator:
         config = AnalystConfig(coordinator_url=files.coordinator_url, token=files.analyst_token)
         jobs = {}

@@ -137,3 +137,16 @@ def test_write_federation_links_tokens_and_hashes(tmp_path: Path) -> None:
     # files that hold a token are readable by their owner only
     for path in (files.coordinator, files.analyst, *files.participants.values()):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_write_federation_opts_its_participants_in_to_protections(tmp_path: Path) -> None:
+    """By default the participants refuse unprotected jobs; a federation whose parties one
+    user plays (the demo, the in-process service) opts in to the protection it runs."""
+    default = write_federation(tmp_path / "d", data={"a": "a.csv"}, coordinator_port=9000,
+                               counting_port=9001)
+    opted = write_federation(tmp_path / "o", data={"a": "a.csv"}, coordinator_port=9000,
+                             counting_port=9001, protections=["none", "masking"])
+    with default.participants["a"].open("rb") as fh:
+        assert "protections" not in tomllib.load(fh)["policy"]  # the policy's default
+    with opted.participants["a"].open("rb") as fh:
+        assert tomllib.load(fh)["policy"]["protections"] == ["masking", "none"]

@@ -66,12 +66,14 @@ def test_demo_json_equals_simulate_and_leaves_nothing_running(tmp_path: Path) ->
     assert {k: v for k, v in got.items() if k not in strip} == {
         k: v for k, v in want.items() if k not in strip
     }
-    # every participant kept its audit log in the work folder, and its chain is intact
+    # every participant kept its audit log in the work folder, signed and its chain intact
+    # (unverified: the coordinator that held the receipts is gone)
     for pid in ("hospital-a", "hospital-b", "hospital-c"):
         log = workdir / f"audit-{pid}.jsonl"
-        check = _fedclust("audit", "verify", str(log))
-        assert check.returncode == 0, check.stderr
-        assert check.stdout.startswith("ok: ")
+        key = workdir / f"identity-{pid}.key"
+        check = _fedclust("audit", "verify", str(log), "--public-key", str(key))
+        assert check.returncode == 3, check.stderr
+        assert "chain intact" in check.stderr and "but no --receipts" in check.stderr
 
     names = {p.name for p in workdir.iterdir()}
     assert {"coordinator.db", "counting.db", "coordinator.toml", "counting.toml",

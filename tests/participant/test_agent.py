@@ -48,13 +48,23 @@ def blobs(n: int = N_L, seed: int = 0) -> NDArray[np.float64]:
     return np.vstack([rng.normal(0.0, 0.3, (half, 2)), rng.normal(3.0, 0.3, (n - half, 2))])
 
 
+#: The [policy] line of the test agents: they take part in the unprotected jobs these tests
+#: declare (a default policy refuses them: tests/participant/test_terms.py).
+OPT_IN_NONE = 'protections = ["masking", "none", "paillier"]\n'
+
+
 def write_config(
     folder: Path,
     *,
     policy: str = "",
     data: str = '[data]\npath = "rows.csv"\ncolumns = ["x", "y"]\n',
     participant: str | None = None,
+    opt_in_none: bool = True,
 ) -> Path:
+    """participant.toml in ``folder``; ``policy`` (a [policy] table or nothing) gets the
+    :data:`OPT_IN_NONE` line unless ``opt_in_none`` is false."""
+    if opt_in_none:
+        policy = "[policy]\n" + OPT_IN_NONE + policy.removeprefix("[policy]\n")
     if participant is None:
         participant = (
             f'[participant]\nid = "{ME}"\ncoordinator_url = "http://coordinator"\n'
@@ -76,6 +86,33 @@ def task(task_id: int, spec: Any, algorithm: msg.AnyAlgorithm = "ffcm", job: str
 
 def wire(a: Any) -> msg.WireArray:
     return msg.WireArray.of(np.asarray(a, dtype=np.float64))
+
+
+ROSTER = [ME, "hospital-b", "hospital-c"]
+
+
+def terms(algorithm: msg.AnyAlgorithm = "ffcm", **fields: Any) -> msg.JobCreate:
+    """The terms of a test job over :data:`ROSTER`: K 2..3, unprotected (every statistic a
+    bare task), standardising and with a local K range unless ``fields`` say otherwise."""
+    base: dict[str, Any] = {
+        "algorithm": algorithm, "participants": ROSTER, "k_range": (2, 3),
+        "protection": "none", "standardise": True, "local_k_range": (2, 3),
+    }
+    return msg.JobCreate.model_validate(base | fields)
+
+
+def declared(tasks: Sequence[msg.Task], **fields: Any) -> list[msg.Task]:
+    """``tasks`` with each job's declare task (its algorithm's :func:`terms`) before its
+    first task."""
+    out: list[msg.Task] = []
+    seen: set[str] = set()
+    for t in tasks:
+        if t.job_id not in seen:
+            seen.add(t.job_id)
+            spec = msg.DeclareTask(terms=terms(t.algorithm, **fields))
+            out.append(task(10_000, spec, t.algorithm, job=t.job_id))
+        out.append(t)
+    return out
 
 
 CENTERS = wire([[0.0, 0.0], [3.0, 3.0]])
@@ -226,6 +263,7 @@ def test_config_reads_paths_relative_to_the_file_and_the_policy(tmp_path: Path) 
     assert config.policy == Policy(
         allowed_algorithms=frozenset({"fkm", "kfed"}), min_cluster_size=5,
         enforce_fcm_rule=False, max_rounds=7,
+        protections=frozenset({"masking", "none", "paillier"}),  # OPT_IN_NONE
     )
     assert TOKEN not in repr(config)
 
@@ -300,12 +338,13 @@ def test_parquet_without_pyarrow_is_a_clear_error(tmp_path: Path) -> None:
 
 # -- the agent ------------------------------------------------------------------------------------
 def all_kinds() -> list[msg.Task]:
+    """One task of every kind, each algorithm's in its own declared job (ffcm's in JOB)."""
     specs: list[tuple[Any, msg.Algorithm]] = [
         (msg.ReportCountTask(), "ffcm"),
         (msg.MomentSumsTask(), "ffcm"),
         (msg.MomentSumsTask(shift=wire([1.0, 1.0])), "ffcm"),
         (msg.FcmSumsTask(centers=CENTERS, m=2.0), "ffcm"),
-        (msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=50), "fedfcm"),
+        (msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=50), "fedfcm-avg"),
         (msg.FuzzyDbSumsTask(centers=CENTERS, m=2.0, q=2.0), "fedfcm"),
         (msg.SilhouetteSumsTask(centers=CENTERS), "fedfcm"),
         (msg.HoldKmeansInitTask(k=2, seed=3), "fkm"),
@@ -315,7 +354,10 @@ def all_kinds() -> list[msg.Task]:
         (msg.KfedCentersTask(k_local=2, seed=4), "kfed"),
         (msg.LocalKTask(k_min=2, k_max=3, m=2.0, seed=5), "fedfcm"),
     ]
-    return [task(i, spec, algorithm) for i, (spec, algorithm) in enumerate(specs)]
+    return declared([
+        task(i, spec, algorithm, job=JOB if algorithm == "ffcm" else f"job-{algorithm}")
+        for i, (spec, algorithm) in enumerate(specs)
+    ])
 
 
 def test_the_agent_answers_as_dispatch_execute_does(
@@ -400,15 +442,16 @@ def _numbers(node: Any) -> Iterator[float]:
 def test_the_count_goes_only_to_the_counting_service(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
-    tasks = [
+    tasks = declared([
         task(0, msg.ReportCountTask()),
         task(1, msg.MomentSumsTask()),
         task(2, msg.FcmSumsTask(centers=CENTERS, m=2.0)),
-        task(3, msg.HoldKmeansInitTask(k=2, seed=1), "fkm"),
-        task(4, msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
-    ]
+        task(3, msg.HoldKmeansInitTask(k=2, seed=1), "fkm", job="job-fkm"),
+        task(4, msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm",
+             job="job-fkm"),
+    ])
     fake = run(write_config(tmp_path), tasks, counting)
-    assert dumped(fake.replies()[0]) == {"kind": "ack"}
+    assert dumped(fake.replies()[1]) == {"kind": "ack"}
     assert counting.reported(JOB) == (1, N_L)  # the counting service holds N_l
     bodies = [json.loads(b) for b in fake.bodies if b]
     heads = [b for b in bodies if set(b) == {"seq", "line_sha256", "signature"}]
@@ -428,8 +471,8 @@ def test_a_count_the_counting_service_refuses_becomes_a_refusal(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
     counting.put_roster("job-2", ["hospital-b", "hospital-c", "hospital-d"])  # not hospital-a
-    fake = run(write_config(tmp_path), [task(0, msg.ReportCountTask(), job="job-2")], counting)
-    reply = fake.replies()[0]
+    tasks = declared([task(0, msg.ReportCountTask(), job="job-2")])
+    reply = run(write_config(tmp_path), tasks, counting).replies()[-1]
     assert isinstance(reply, msg.RefusalReply)
     assert "the counting service refused the count of participant 'hospital-a': HTTP 403" in (
         reply.reason
@@ -444,12 +487,14 @@ def test_refusals_carry_the_reason(
     policy = '[policy]\nallowed_algorithms = ["fkm", "ffcm"]\n'
     tasks = [
         task(0, msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=5), "fedfcm"),
-        task(1, msg.FcmSumsTask(centers=wire(np.zeros((2, 3))), m=2.0)),  # wrong width
-        task(2, msg.FcmSumsTask(centers=wire(np.zeros((100, 2))), m=2.0)),  # N <= C(F+1)/F
-        task(3, msg.FcmSumsTask(centers=CENTERS, m=2.0)),  # fine: the agent is still there
+        *declared([
+            task(1, msg.FcmSumsTask(centers=wire(np.zeros((2, 3))), m=2.0)),  # wrong width
+            task(2, msg.FcmSumsTask(centers=wire(np.zeros((100, 2))), m=2.0)),  # N <= C(F+1)/F
+            task(3, msg.FcmSumsTask(centers=CENTERS, m=2.0)),  # fine: the agent is still there
+        ], k_range=(2, 100)),
     ]
     fake = run(write_config(tmp_path, policy=policy), tasks, counting)
-    replies = fake.replies()
+    replies = [r for r in fake.replies() if not isinstance(r, msg.DeclarationReply)]
     assert all(isinstance(r, msg.RefusalReply) for r in replies[:3])
     reasons = [r.reason for r in replies[:3] if isinstance(r, msg.RefusalReply)]
     assert "'fedfcm' is not allowed by this participant's policy" in reasons[0]
@@ -467,11 +512,12 @@ def test_standardisation_is_saved_and_reapplied_after_a_restart(
     mean, scale = X.mean(axis=0), X.std(axis=0)
     apply = task(0, msg.ApplyStandardisationTask(mean=wire(mean), scale=wire(scale)))
     config = write_config(tmp_path)
-    first = run(config, [apply], counting)
-    assert dumped(first.replies()[0]) == {"kind": "ack"}
+    first = run(config, declared([apply]), counting)
+    assert dumped(first.replies()[1]) == {"kind": "ack"}
     saved = json.loads((tmp_path / "state" / "jobs" / f"{JOB}.json").read_text())
     assert saved["standardisations"][0]["mean"] == mean.tolist()  # exact: JSON floats round-trip
     # a new agent process: the apply task is delivered again (its answer was lost), then work
+    # (the job's declared terms were saved with its state)
     sums = task(1, msg.FcmSumsTask(centers=CENTERS, m=2.0))
     second = run(config, [apply, sums], counting)
     ref = reference(X)
@@ -480,8 +526,8 @@ def test_standardisation_is_saved_and_reapplied_after_a_restart(
     assert dumped(second.replies()[1]) == dumped(execute(ref, sums))
     assert dumped(second.replies()[1]) != dumped(execute(reference(X), sums))
     # another job starts from the raw rows
-    other = run(config, [task(0, sums.spec, job="job-9")], counting)
-    assert dumped(other.replies()[0]) == dumped(execute(reference(X), sums))
+    other = run(config, declared([task(0, sums.spec, job="job-9")]), counting)
+    assert dumped(other.replies()[1]) == dumped(execute(reference(X), sums))
 
 
 def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
@@ -491,21 +537,21 @@ def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
     step = msg.HoldKmeansStepTask(centers=CENTERS)
     first = run(
         config,
-        [task(0, step, "fkm"), task(1, msg.SilhouetteSumsTask(centers=CENTERS), "fkm"),
-         task(2, step, "fkm"), task(3, step, "fkm")],
+        declared([task(0, step, "fkm"), task(1, msg.SilhouetteSumsTask(centers=CENTERS), "fkm"),
+                  task(2, step, "fkm"), task(3, step, "fkm")]),
         counting,
     )
     kinds = [r.kind for r in first.replies()]
-    assert kinds == ["ack", "silhouette_sums", "ack", "refusal"]
-    refusal = first.replies()[3]
+    assert kinds == ["declaration", "ack", "silhouette_sums", "ack", "refusal"]
+    refusal = first.replies()[4]
     assert isinstance(refusal, msg.RefusalReply)
     assert refusal.reason == "round 3 exceeds this participant's max_rounds=2."
     # restarted: the count is remembered; a re-delivered step (id 2) is answered, not counted
     second = run(config, [task(2, step, "fkm"), task(4, step, "fkm")], counting)
     assert [r.kind for r in second.replies()] == ["ack", "refusal"]
     # the limit is per job
-    third = run(config, [task(0, step, "fkm", job="job-2")], counting)
-    assert [r.kind for r in third.replies()] == ["ack"]
+    third = run(config, declared([task(0, step, "fkm", job="job-2")]), counting)
+    assert [r.kind for r in third.replies()] == ["declaration", "ack"]
 
 
 def test_model_based_iterations_count_as_rounds(
@@ -520,12 +566,16 @@ def test_model_based_iterations_count_as_rounds(
     )
     fake = run(
         config,
-        [task(0, init, "fedcref"), task(1, refine, "fedcref"), task(2, refine, "fedcref")],
+        declared(
+            [task(0, init, "fedcref"), task(1, refine, "fedcref"), task(2, refine, "fedcref")],
+            k_range=None, standardise=False, local_k_range=None,
+            fedcref={"hidden": [8], "local_k": 2, "k_max": 2, "epochs": 5},
+        ),
         counting,
     )
     replies = fake.replies()
-    assert [r.kind for r in replies] == ["fedcref_init", "fedcref_refine", "refusal"]
-    refusal = replies[2]
+    assert [r.kind for r in replies] == ["declaration", "fedcref_init", "fedcref_refine", "refusal"]
+    refusal = replies[3]
     assert isinstance(refusal, msg.RefusalReply)
     assert refusal.reason == "round 2 exceeds this participant's max_rounds=1."
 
@@ -536,10 +586,10 @@ def test_network_errors_and_5xx_are_retried(
     failures: list[int | Exception] = [
         httpx.ConnectError("refused"), 503, httpx.ReadTimeout("slow"), 502,
     ]
-    tasks = [task(0, msg.FcmSumsTask(centers=CENTERS, m=2.0))]
+    tasks = declared([task(0, msg.FcmSumsTask(centers=CENTERS, m=2.0))])
     fake = run(write_config(tmp_path), tasks, counting, failures=failures)
     assert len(fake.enrolments) == 1
-    assert dumped(fake.replies()[0]) == dumped(execute(reference(X), tasks[0]))
+    assert dumped(fake.replies()[-1]) == dumped(execute(reference(X), tasks[-1]))
 
 
 def test_stop_ends_the_agent_while_the_coordinator_is_down(
@@ -615,8 +665,8 @@ def test_a_damaged_saved_state_refuses_that_job_only(
     jobs.mkdir(parents=True)
     (jobs / f"{JOB}.json").write_text("{not json", encoding="utf-8")
     sums = msg.FcmSumsTask(centers=CENTERS, m=2.0)
-    fake = run(write_config(tmp_path), [task(0, sums), task(0, sums, job="job-3")], counting)
-    damaged, fine = fake.replies()
+    tasks = [task(0, sums), *declared([task(0, sums, job="job-3")])]
+    damaged, _, fine = run(write_config(tmp_path), tasks, counting).replies()
     assert isinstance(damaged, msg.RefusalReply)
     assert f"saved state of job '{JOB}'" in damaged.reason and "is damaged" in damaged.reason
     assert dumped(fine) == dumped(execute(reference(X), task(0, sums)))
@@ -642,7 +692,7 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
 
     policy = '[policy]\nallowed_algorithms = ["fkm", "ffcm", "kfed"]\n'
     tasks = [
-        *[t for t in all_kinds() if t.algorithm != "fedfcm"],
+        *[t for t in all_kinds() if t.algorithm in ("fkm", "ffcm", "kfed")],
         task(20, msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=5), "fedfcm"),
     ]
     config_file = write_config(tmp_path, policy=policy)
@@ -681,7 +731,8 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
     summary = show(log, job=JOB)
     kinds = {k.kind: k for k in summary.jobs[JOB]["coordinator"]}
     assert kinds["refusal"].messages == 1
-    assert {f.name: f.shapes for f in kinds["center_sums"].fields}["reply.sums"] == ((1, 2, 2),)
+    fkm = {k.kind: k for k in show(log, job="job-fkm").jobs["job-fkm"]["coordinator"]}
+    assert {f.name: f.shapes for f in fkm["center_sums"].fields}["reply.sums"] == ((1, 2, 2),)
     assert [k.what for k in summary.jobs[JOB]["counting"]] == ["count_report"]
 
 
@@ -706,3 +757,35 @@ def test_a_damaged_audit_log_stops_the_agent_before_it_sends(
     with pytest.raises(AuditError, match="line 1"):
         run_agent(config, transport=fake.transport(), counting_transport=counting.transport)
     assert fake.bodies == []
+
+
+def test_a_masked_cohort_the_counting_service_refuses_is_not_contributed_to(
+    tmp_path: Path, X: NDArray[np.float64], counting: Counting
+) -> None:
+    """The forced-dropout attack of issue 20 against a cheating coordinator: a masked sum
+    over all four was announced (so released), then hospital-d is forced out and a sum over
+    the other three is asked. The agent announces that cohort first, the counting service
+    refuses it, and the agent sends nothing."""
+    from fedclust.coordinator.secure_sum import field_encodings
+
+    everyone = [ME, "hospital-b", "hospital-c", "hospital-d"]
+    counting.put_roster("job-m", everyone)
+    with httpx.Client(
+        base_url="http://counting/api/v1", transport=counting.transport,
+        headers={"Authorization": "Bearer token-b"},
+    ) as b:
+        earlier = {"job_id": "job-m", "cohort": everyone}
+        assert b.post("/jobs/job-m/cohorts", json=earlier).status_code == 204
+    statistic = msg.FcmSumsTask(centers=CENTERS, m=2.0)
+    survivors = [ME, "hospital-b", "hospital-c"]
+    spec = msg.SecureInputTask(
+        round=2, cohort=survivors, statistic=statistic,
+        encoding=field_encodings(statistic, n_features=2, n_parties=3, max_rows=256,
+                                 value_bound=8.0),
+    )
+    declare = msg.DeclareTask(terms=terms(participants=everyone, protection="masking"))
+    tasks = [task(0, declare, job="job-m"), task(1, spec, job="job-m")]
+    reply = run(write_config(tmp_path), tasks, counting).replies()[-1]
+    assert isinstance(reply, msg.RefusalReply)
+    assert "the counting service refused this masked sum's cohort: HTTP 409" in reply.reason
+    assert "(hospital-d)" in reply.reason

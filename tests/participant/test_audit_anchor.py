@@ -145,7 +145,7 @@ def test_keys_and_receipts_files_are_read_with_clear_errors(tmp_path: Path) -> N
         public_key_from("not-a-key")
     bad = tmp_path / "receipts.json"
     bad.write_text('{"seq": 1}')
-    with pytest.raises(ValueError, match=r"receipts\.json: not a receipts file"):
+    with pytest.raises(ValueError, match=r"receipts\.json: not a list of audit receipts"):
         load_receipts(bad)
 
 

@@ -14,6 +14,7 @@ from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
 from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.messages import JobCreate
 from tests.participant.test_agent import blobs, write_config, write_rows
 
 HEAD = (
@@ -67,9 +68,13 @@ def test_the_exact_fcm_refusal_depends_on_the_bucket_not_on_the_rows() -> None:
 
 def test_the_declaration_names_the_roster_it_is_for() -> None:
     part = LocalParticipant(rows(10), name="a")
-    assert part.declare(["a", "b", "c"]) == part.declaration
+
+    def terms(*roster: str) -> JobCreate:
+        return JobCreate(algorithm="ffcm", participants=list(roster), k=2)
+
+    assert part.declare(terms("a", "b", "c")) == part.declaration
     with pytest.raises(RefusedError, match="not on the job's roster"):
-        part.declare(["b", "c", "d"])
+        part.declare(terms("b", "c", "d"))
 
 
 @pytest.mark.parametrize(
@@ -92,10 +97,10 @@ def test_the_roster_rule(
     policy = Policy(rosters=rule, accepted_rosters=frozenset({frozenset("abc")}))  # type: ignore[arg-type]
     history = [frozenset(r) for r in joined]
     if not refused:
-        policy.require_roster(frozenset(roster), history)
+        policy.require_roster(frozenset(roster), history, me="a")
         return
     with pytest.raises(RefusedError, match=r"the job's roster \[a, b, ") as info:
-        policy.require_roster(frozenset(roster), history)
+        policy.require_roster(frozenset(roster), history, me="a")
     if rule == "min_difference":  # the rosters and the size of their difference, all public
         difference = len(frozenset(roster) ^ history[0])
         assert f"from the roster {_text(history[0])}" in str(info.value)

@@ -14,7 +14,16 @@ from fedclust.participant.policy import Policy
 from fedclust.participant.rosters import RosterBook
 from fedclust.protocol import messages as msg
 from fedclust.protocol.errors import RefusedError
-from tests.participant.test_agent import ME, Counting, blobs, run, task, write_config, write_rows
+from tests.participant.test_agent import (
+    ME,
+    Counting,
+    blobs,
+    run,
+    task,
+    terms,
+    write_config,
+    write_rows,
+)
 
 B, C, D, E, F = "hospital-b", "hospital-c", "hospital-d", "hospital-e", "hospital-f"
 
@@ -27,7 +36,7 @@ def counting(tmp_path: Path) -> Iterator[Counting]:
 
 
 def declare(job: str, *roster: str) -> msg.Task:
-    return task(0, msg.DeclareTask(roster=[ME, *roster]), job=job)
+    return task(0, msg.DeclareTask(terms=terms(participants=[ME, *roster])), job=job)
 
 
 def test_a_roster_one_apart_from_a_joined_one_is_refused_across_restarts(
@@ -81,15 +90,18 @@ def test_a_protected_sum_needs_an_admitted_roster_containing_its_cohort(
         advertise("job-2", 1, B, D),  # a cohort beyond the roster
     ], counting).replies()
     assert isinstance(replies[0], msg.RefusalReply)
-    assert "needs the job's roster before any protected sum" in replies[0].reason
+    assert "job 'job-1' was never declared to this participant" in replies[0].reason
     assert isinstance(replies[2], msg.RefusalReply)
     assert "reaches beyond the job's roster" in replies[2].reason
 
 
-def test_rule_any_joins_every_roster(tmp_path: Path) -> None:
+def test_rule_any_joins_every_roster_but_no_undeclared_job(tmp_path: Path) -> None:
+    """Even under rule "any" a task of a job never declared is refused: without the
+    declaration its terms cannot be checked."""
     book = RosterBook(tmp_path / "rosters.json")
     for roster in ([ME, B, C], [ME, B, C, D], [ME, B]):
-        book.admit("job-" + str(len(roster)), roster, Policy(rosters="any"))
-    book.require_admitted("never-declared", Policy(rosters="any"))
+        book.admit("job-" + str(len(roster)), roster, Policy(rosters="any"), me=ME)
+    with pytest.raises(RefusedError, match="'never-declared' was never declared"):
+        book.require_admitted("never-declared")
     with pytest.raises(RefusedError, match="differs from the roster"):  # saved, then ruled
-        RosterBook(tmp_path / "rosters.json").admit("job-9", [ME, B, C, E], Policy())
+        RosterBook(tmp_path / "rosters.json").admit("job-9", [ME, B, C, E], Policy(), me=ME)
