@@ -9,6 +9,7 @@ algorithm and protection reveal.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
@@ -99,8 +100,9 @@ PROTECTED_NOTES: Final[dict[str, str]] = {
 _PROTECTED_SUMS_NOTE: Final = (
     "Every sum-type statistic (moment sums, FCM sums, FedFuzzDB and silhouette sums, center "
     "sums) reached the coordinator {how}: it decoded only their total over at least 3 "
-    "participants. Recovering a dropout's masks, or two sums whose cohorts differ by one "
-    "participant, still reveals what the totals imply."
+    "participants, and never totals over two cohorts, in this job or with any other, from "
+    "which a statistic of fewer than 3 participants follows (the coordinator, the "
+    "participants and the counting service each refuse such a sum)."
 )
 
 _SUMS_NOTE: Final = (
@@ -120,7 +122,8 @@ _KIND_NOTES: Final[dict[str, str]] = {
     "moment_sums": "Standardisation: each participant's Σ(x − shift) and Σ(x − shift)² per "
     "column reached the coordinator in the clear.",
     "report_count": "Row counts N_l went to the counting service only; the coordinator "
-    "received just their total ΣN_l over the participants.",
+    "received just their total ΣN_l over the job's final cohort (after a dropout before "
+    "anything was released, over those left), at most once.",
     "refusal": "Refusals carry the participant's stated reason as text.",
     "secure_unmask": "Unmasking: each surviving participant sent its Shamir shares of its "
     "surviving neighbours' self-mask seeds of that sum and, for each dropped neighbour, the "
@@ -174,6 +177,25 @@ def _support_notes(job: JobRecord) -> list[str]:
     return notes
 
 
+def _cohort_notes(tasks: Sequence[TaskRecord]) -> list[str]:
+    """The cohorts the job's protected sums were asked over: per masked or Paillier round,
+    those that sent their input (a total decodes over them at most)."""
+    rounds: dict[tuple[str, int, int], set[str]] = {}
+    for task in tasks:
+        if task.kind not in ("secure_input", "paillier_input") or task.reply_json is None:
+            continue
+        if task.timed_out is not None or json.loads(task.reply_json).get("kind") == "refusal":
+            continue
+        spec = json.loads(task.spec_json)
+        key = (task.kind, int(spec.get("setup", 0)), int(spec["round"]))
+        rounds.setdefault(key, set()).add(task.participant)
+    sums = Counter(frozenset(cohort) for cohort in rounds.values())
+    return [
+        f"{n} protected sum(s) over the cohort {', '.join(sorted(cohort))}."
+        for cohort, n in sorted(sums.items(), key=lambda item: sorted(item[0]))
+    ]
+
+
 def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
     """The disclosure ledger of ``job`` from its stored ``tasks`` (answered ones count; a
     task that timed out disclosed nothing)."""
@@ -221,6 +243,7 @@ def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
         how = "masked (pairwise masking)" if protection == "masking" else "Paillier-encrypted"
         notes = [PROTECTED_NOTES[job.spec.algorithm], _PROTECTED_SUMS_NOTE.format(how=how)]
     notes += [note for kind, note in _KIND_NOTES.items() if kind in kinds_seen]
+    notes += _cohort_notes(tasks)
     notes += _support_notes(job)
     return msg.DisclosureLedger(
         job_id=job.id, algorithm=job.spec.algorithm, state=job.state,

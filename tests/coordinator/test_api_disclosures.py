@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ import pytest
 
 import fedclust.cli
 from fedclust.client import AnalystClient, AnalystConfig
-from fedclust.protocol.messages import DisclosureLedger
+from fedclust.coordinator.db import JobRecord, TaskRecord
+from fedclust.coordinator.disclosures import ledger
+from fedclust.protocol.messages import DisclosureLedger, JobCreate
 from tests.coordinator._service import (
     ANALYST,
     ANALYST_TOKEN,
@@ -94,3 +97,25 @@ def test_disclosures_of_a_small_job(
     assert "K=3: participants behind each center:" in notes
     assert "unprotected" in notes and "secure aggregation" in notes
     assert "counting service only" in notes
+
+
+def test_the_ledger_names_the_cohorts_of_protected_sums() -> None:
+    """Per masked or Paillier round, those that sent their input: one line per cohort, with
+    how many sums were asked over it (a refusal or a timeout sent nothing)."""
+    spec = JobCreate(algorithm="ffcm", participants=["a", "b", "c", "d"], k=2)
+    now = datetime.now(UTC)
+    job = JobRecord("j", spec, 2, "failed", now, now, None, "refused: ...", None)
+    masked = '{"kind":"masked_input","vectors":{},"shares":[],"seed_commitment":""}'
+
+    def task(who: str, round_no: int, reply: str) -> TaskRecord:
+        spec_json = json.dumps({"kind": "secure_input", "setup": 1, "round": round_no})
+        return TaskRecord("j", who, round_no, "secure_input", spec_json, reply)
+
+    tasks = [task(p, r, masked) for r in (1, 2) for p in "abcd"]
+    tasks += [task(p, 3, masked) for p in "abc"]
+    tasks += [task("d", 3, '{"kind":"refusal","reason":"no"}')]
+    tasks += [TaskRecord.timeout("j", "d", 4, "secure_input", "late")]
+    tasks += [task(p, 4, masked) for p in "abc"]
+    notes = ledger(job, tasks).notes
+    assert "2 protected sum(s) over the cohort a, b, c, d." in notes
+    assert "2 protected sum(s) over the cohort a, b, c." in notes
