@@ -14,8 +14,10 @@ and three for the Paillier key holder (:mod:`counting.keyholder`):
 - ``paillier_contributions(job_id, round, participant_id)``: who announced a contribution;
 - ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each);
 
-``announced_cohorts(job_id, cohort_sha256, participant_id, announced_at)``: the cohorts of
-masked sums the participants announced (released as far as the guard is concerned);
+``released_cohorts(cohort_sha256, participant_id, released_at)``: every distinct cohort whose
+statistic the coordinator may have learned — each released total's roster, each decrypted
+Paillier round's contributors, each masked sum's cohort the participants announced — named
+by the SHA-256 of its sorted ids (the differencing guard reads this table alone);
 and ``memberships(participant_id, token_sha256, changed_at)``: credentials in force since
 run time (approved by the counting operator, or revoked), with
 ``membership_requests(participant_id, token_sha256, requested_at)``: the credentials the
@@ -36,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -209,16 +211,16 @@ class MembershipRequestRow(_Base):
     requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-class AnnouncedCohortRow(_Base):
-    """One member of the cohort of a masked sum a participant announced (the cohort is
-    named by the SHA-256 of its sorted ids); the guard counts the cohort as released."""
+class ReleasedCohortRow(_Base):
+    """One member of a cohort whose statistic the coordinator may have learned (a released
+    total's roster, a decrypted Paillier round's contributors, an announced masked sum's
+    cohort), named by the SHA-256 of its sorted ids: the guard's record, whatever the job."""
 
-    __tablename__ = "announced_cohorts"
+    __tablename__ = "released_cohorts"
 
-    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     cohort_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
     participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    announced_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    released_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 @dataclass(frozen=True)
@@ -487,9 +489,7 @@ class CountingStore:
             last = session.execute(
                 select(func.coalesce(func.max(ReleasedRoster.seq), 0))
             ).scalar_one()
-            exposed = release_would_expose(
-                _released_cohorts(session), roster, min_participants
-            )
+            exposed = _release_cohort(session, roster, min_participants)
             if exposed is not None:
                 raise ReleaseRefusedError(_refused(job_id, exposed, min_participants), exposed)
             session.add(
@@ -511,9 +511,8 @@ class CountingStore:
                 ``min_cohort`` participants derivable.
         """
         members = frozenset(cohort)
-        key = hashlib.sha256("\n".join(sorted(members)).encode()).hexdigest()
         with self._lock:
-            while True:  # a conflict means another process recorded the same: check again
+            while True:  # a collision: another process recorded the same cohort; look again
                 try:
                     with Session(self._engine) as session, session.begin():
                         roster = _roster(session, job_id)
@@ -521,31 +520,14 @@ class CountingStore:
                         if outside or participant_id not in members:
                             raise NotOnRosterError(
                                 f"the cohort announced for job {job_id!r} must hold its "
-                                f"announcer and lie within the job's roster; "
+                                "announcer and lie within the job's roster; "
                                 f"{', '.join(outside) or participant_id} does not."
                             )
-                        known = session.scalar(
-                            select(func.count()).select_from(AnnouncedCohortRow).where(
-                                AnnouncedCohortRow.job_id == job_id,
-                                AnnouncedCohortRow.cohort_sha256 == key,
+                        exposed = _release_cohort(session, members, min_cohort)
+                        if exposed is not None:
+                            raise ReleaseRefusedError(
+                                _cohort_refused(job_id, members, exposed, min_cohort), exposed
                             )
-                        )
-                        if not known:
-                            exposed = release_would_expose(
-                                _released_cohorts(session), members, min_cohort
-                            )
-                            if exposed is not None:
-                                raise ReleaseRefusedError(
-                                    _cohort_refused(job_id, members, exposed, min_cohort),
-                                    exposed,
-                                )
-                        now = datetime.now(UTC)
-                        for member in sorted(members):
-                            if session.get(AnnouncedCohortRow, (job_id, key, member)) is None:
-                                session.add(AnnouncedCohortRow(
-                                    job_id=job_id, cohort_sha256=key, participant_id=member,
-                                    announced_at=now,
-                                ))
                     return
                 except IntegrityError:
                     continue
@@ -612,71 +594,79 @@ class CountingStore:
         every cohort released before (count totals and decrypted rounds, of any job), makes
         no combination of fewer than ``min_cohort`` participants derivable; the request that
         closed it may come again."""
-        with self._lock, Session(self._engine) as session:
-            try:
-                with session.begin():
-                    closed = session.get(PaillierClosedRound, (job_id, round_no))
-                    if closed is not None:
-                        if closed.request_sha256 == request_sha256:
-                            return
-                        raise RoundClosedError(closed_message(job_id, round_no))
-                    recorded = frozenset(
-                        session.scalars(
-                            select(PaillierContributionRow.participant_id).where(
-                                PaillierContributionRow.job_id == job_id,
-                                PaillierContributionRow.round == round_no,
-                            )
-                        )
+        with self._lock:
+            while True:  # a collision: the round or its cohort recorded by another process
+                try:
+                    self._close_paillier_round_once(
+                        job_id, round_no, contributors, request_sha256, min_cohort
                     )
-                    if recorded != contributors:
-                        raise DecryptionRefusedError(
-                            mismatch_message(job_id, round_no, recorded, contributors)
-                        )
-                    refusal = cohort_refusal(
-                        job_id, round_no, _released_cohorts(session), contributors, min_cohort
+                    return
+                except IntegrityError:
+                    continue
+
+    def _close_paillier_round_once(
+        self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
+        min_cohort: int,
+    ) -> None:
+        """One attempt of :meth:`close_paillier_round`, in one transaction."""
+        with Session(self._engine) as session, session.begin():
+            closed = session.get(PaillierClosedRound, (job_id, round_no))
+            if closed is not None:
+                if closed.request_sha256 == request_sha256:
+                    return
+                raise RoundClosedError(closed_message(job_id, round_no))
+            recorded = frozenset(
+                session.scalars(
+                    select(PaillierContributionRow.participant_id).where(
+                        PaillierContributionRow.job_id == job_id,
+                        PaillierContributionRow.round == round_no,
                     )
-                    if refusal is not None:
-                        raise refusal
-                    session.add(
-                        PaillierClosedRound(
-                            job_id=job_id, round=round_no, closed_at=datetime.now(UTC),
-                            request_sha256=request_sha256,
-                        )
-                    )
-            except IntegrityError:  # another process closed it first
-                raise RoundClosedError(closed_message(job_id, round_no)) from None
+                )
+            )
+            if recorded != contributors:
+                raise DecryptionRefusedError(
+                    mismatch_message(job_id, round_no, recorded, contributors)
+                )
+            exposed = _release_cohort(session, contributors, min_cohort)
+            if exposed is not None:
+                raise cohort_refusal(job_id, round_no, contributors, exposed, min_cohort)
+            session.add(
+                PaillierClosedRound(
+                    job_id=job_id, round=round_no, closed_at=datetime.now(UTC),
+                    request_sha256=request_sha256,
+                )
+            )
 
 
-def _released_cohorts(session: Session) -> set[frozenset[str]]:
-    """Every cohort whose statistic the coordinator learned: the roster of each released
-    total and the contributors of each decrypted Paillier round (any job)."""
-    groups: dict[tuple[str, int], set[str]] = {}
-    for released_job, participant in session.execute(
-        select(RosterEntry.job_id, RosterEntry.participant_id).join(
-            ReleasedRoster, ReleasedRoster.job_id == RosterEntry.job_id
-        )
+def cohort_sha256(cohort: Iterable[str]) -> str:
+    """The name of a cohort in ``released_cohorts``: the SHA-256 of its sorted ids."""
+    return hashlib.sha256("\n".join(sorted(cohort)).encode()).hexdigest()
+
+
+def _release_cohort(
+    session: Session, cohort: frozenset[str], min_cohort: int
+) -> tuple[str, ...] | None:
+    """Record ``cohort`` as released unless, with every cohort released before, it would make
+    a combination of fewer than ``min_cohort`` participants derivable; then return a smallest
+    such participant set (:func:`protocol.release_guard.release_would_expose`) and record
+    nothing. A cohort released before passes at once."""
+    key = cohort_sha256(cohort)
+    if session.get(ReleasedCohortRow, (key, min(cohort))) is not None:
+        return None
+    released: dict[str, set[str]] = {}
+    for name, participant in session.execute(
+        select(ReleasedCohortRow.cohort_sha256, ReleasedCohortRow.participant_id)
     ):
-        groups.setdefault((released_job, -1), set()).add(participant)
-    for job, round_no, participant in session.execute(
-        select(
-            PaillierContributionRow.job_id, PaillierContributionRow.round,
-            PaillierContributionRow.participant_id,
-        ).join(
-            PaillierClosedRound,
-            (PaillierClosedRound.job_id == PaillierContributionRow.job_id)
-            & (PaillierClosedRound.round == PaillierContributionRow.round),
+        released.setdefault(name, set()).add(participant)
+    exposed = release_would_expose(released.values(), cohort, min_cohort)
+    if exposed is None:
+        now = datetime.now(UTC)
+        session.add_all(
+            ReleasedCohortRow(cohort_sha256=key, participant_id=p, released_at=now)
+            for p in sorted(cohort)
         )
-    ):
-        groups.setdefault((job, round_no), set()).add(participant)
-    cohorts: dict[tuple[str, str], set[str]] = {}
-    for job, key, participant in session.execute(
-        select(
-            AnnouncedCohortRow.job_id, AnnouncedCohortRow.cohort_sha256,
-            AnnouncedCohortRow.participant_id,
-        )
-    ):
-        cohorts.setdefault((job, key), set()).add(participant)
-    return {frozenset(group) for group in [*groups.values(), *cohorts.values()]}
+        session.flush()  # another process recording the same cohort collides here
+    return exposed
 
 
 def _roster(session: Session, job_id: str) -> frozenset[str]:

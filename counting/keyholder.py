@@ -134,14 +134,12 @@ class PaillierStore(Protocol):
 
 
 def cohort_refusal(
-    job_id: str, round_no: int, released: Iterable[frozenset[str]],
-    contributors: frozenset[str], min_cohort: int,
-) -> DecryptionRefusedError | None:
-    """The refusal of a round whose contributors, with the ``released`` cohorts, would make
-    a combination of fewer than ``min_cohort`` participants derivable; None when safe."""
-    exposed = release_would_expose(released, contributors, min_cohort)
-    if exposed is None:
-        return None
+    job_id: str, round_no: int, contributors: frozenset[str], exposed: tuple[str, ...],
+    min_cohort: int,
+) -> DecryptionRefusedError:
+    """The refusal of a round whose contributors, with the cohorts released before, would
+    make a combination of the ``exposed`` participants (fewer than ``min_cohort``) derivable
+    (:func:`protocol.release_guard.release_would_expose`); names ids, never a value."""
     return DecryptionRefusedError(
         f"job {job_id!r}, Paillier round {round_no}: its contributors "
         f"{sorted(contributors)}, with the cohorts released before, would make a statistic "
@@ -223,9 +221,9 @@ class MemoryPaillierStore:
                     mismatch_message(job_id, round_no, recorded, contributors)
                 )
             released = {frozenset(self._records[key]) for key in self._closed}
-            refusal = cohort_refusal(job_id, round_no, released, contributors, min_cohort)
-            if refusal is not None:
-                raise refusal
+            exposed = release_would_expose(released, contributors, min_cohort)
+            if exposed is not None:
+                raise cohort_refusal(job_id, round_no, contributors, exposed, min_cohort)
             self._closed[(job_id, round_no)] = request_sha256
 
 

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from alembic import command
+from sqlalchemy import text
 
 import fedclust.counting.db
 from fedclust.counting.app import create_app
-from fedclust.counting.db import CountingStore, ReleaseRefusedError
+from fedclust.counting.db import MIGRATIONS, CountingStore, ReleaseRefusedError, make_engine
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.tokens import token_sha256
 from fedclust.protocol.release_guard import release_would_expose
@@ -217,3 +219,43 @@ def test_a_release_recorded_by_another_process_meanwhile_is_checked_again(
     finally:
         mine.close()
         other.close()
+
+
+def test_migration_0003_records_the_cohorts_released_before(tmp_path: Path) -> None:
+    """A database at 0002 with a released total and a decrypted Paillier round: after the
+    upgrade both cohorts are on the guard's record, so a total over one member fewer is
+    refused as before."""
+    url = f"sqlite:///{tmp_path / 'counting.db'}"
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(MIGRATIONS.config(connection), "0002")
+        now = "2026-11-01 00:00:00"
+        for job, members in (("a", ["p1", "p2", "p3", "p4"]), ("b", ["p2", "p3", "p4", "p5"])):
+            for p in members:
+                connection.execute(text(
+                    "INSERT INTO roster_entries VALUES (:j, :p, :t)"
+                ), {"j": job, "p": p, "t": now})
+        connection.execute(text("INSERT INTO released_rosters VALUES (1, 'a', :t)"), {"t": now})
+        for p in ("p2", "p3", "p4", "p5"):
+            connection.execute(text(
+                "INSERT INTO paillier_contributions VALUES ('b', 1, :p, :t)"
+            ), {"p": p, "t": now})
+        connection.execute(text(
+            "INSERT INTO paillier_closed_rounds VALUES ('b', 1, :t, NULL)"
+        ), {"t": now})
+        command.upgrade(MIGRATIONS.config(connection), "head")
+    engine.dispose()
+    store = CountingStore(url)
+    try:
+        store.put_roster("c", ["p1", "p2", "p3"])
+        for p in ("p1", "p2", "p3"):
+            store.report("c", p, 5)
+        with pytest.raises(ReleaseRefusedError, match="'p4'"):
+            store.release("c", min_participants=3)
+        store.put_roster("d", ["p2", "p3", "p4"])
+        for p in ("p2", "p3", "p4"):
+            store.report("d", p, 5)
+        with pytest.raises(ReleaseRefusedError):  # p5 by difference with round b/1
+            store.release("d", min_participants=3)
+    finally:
+        store.close()
