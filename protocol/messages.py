@@ -38,7 +38,8 @@ from fedclust.protocol.fedfcm import LocalCenters
 from fedclust.protocol.standardise import MomentSums
 from fedclust.protocol.validity import FuzzyDBSums, SilhouetteSums
 
-PROTOCOL_VERSION: Final = 1
+#: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
+PROTOCOL_VERSION: Final = 2
 MAX_ARRAY_ELEMENTS: Final = 10_000_000
 #: Largest request body a service reads (the largest array, base64, fits with room to spare).
 MAX_BODY_BYTES: Final = 128 * 1024 * 1024
@@ -572,7 +573,7 @@ TaskSpec = Annotated[
 class Task(_Strict):
     """One unit of work for one participant; ``task_id`` counts that participant's tasks."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     algorithm: AnyAlgorithm
@@ -917,7 +918,7 @@ REPLY_KIND: Final[dict[str, str]] = {
 class Contribution(_Strict):
     """A participant's answer to one task."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     reply: Reply
@@ -927,7 +928,7 @@ class Contribution(_Strict):
 class CountReport(_Strict):
     """A participant's N_l for one job, sent to the counting service only."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     count: int = Field(ge=1, le=MAX_WIRE_INT)
 
@@ -935,7 +936,7 @@ class CountReport(_Strict):
 class CountRoster(_Strict):
     """The coordinator tells the counting service which participants take part in a job."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     participants: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -952,7 +953,7 @@ class CountTotal(_Strict):
 class PaillierContribution(_Strict):
     """A participant tells the counting service it contributes to Paillier sum ``round``."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
 
@@ -964,7 +965,7 @@ class CohortNotice(_Strict):
     released, and refuses it (409) when, with the cohorts released before, it would make a
     statistic of fewer than the minimum cohort derivable."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -976,7 +977,7 @@ class PaillierDecryptRequest(_Strict):
     round, at least the minimum cohort; every field's ``n_contributions`` must match them.
     """
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
@@ -1285,7 +1286,7 @@ class ResultDocument(_Strict):
 class Enrolment(_Strict):
     """A participant agent announces itself: its schema width and what its policy allows."""
 
-    protocol_version: Literal[1] = PROTOCOL_VERSION
+    protocol_version: Literal[2] = PROTOCOL_VERSION
     n_features: int = Field(ge=1, le=100_000)
     allowed_algorithms: list[AnyAlgorithm] = Field(min_length=1)
     agent_version: str = Field(default="", max_length=64)
