@@ -20,8 +20,10 @@ Precision guarantee: whatever the magnitudes, each decoded sum is within n·2^-4
 exact sum of the participants' float64 contributions, then correctly rounded to float64 —
 below float64's own rounding of the sum (relative 2^-53) once |sum| >= n·2^12. A center
 coordinate c = W/U (a weighted sum over the summed weights) so moves by at most
-n·2^-41·(1 + |c|)/U: with n = 1,000 and U >= 1 (at least one row's weight), below
-5e-10·(1 + |c|). Bounds per
+n·2^-41·(1 + |c|)/U: relative to U, not absolutely. Where U counts rows (k-means counts,
+U >= 1) that is below 5e-10·(1 + |c|) for n = 1,000; FCM's U = Σu^m can be far smaller for
+a cluster few rows belong to, and a U below about n·2^-40 decodes to 0 (the previous center
+is kept, as for an empty cluster). Bounds per
 field (D features, q of FedFuzzDB, distances at most 3B·√D since every center lies within the
 data's box, the initial ones within mean ± √3·std):
 

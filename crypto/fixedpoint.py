@@ -164,10 +164,20 @@ def encode(statistic: Statistic, values: ArrayLike) -> UInt64Array:
     One word: an array of the values' shape; w words: that shape plus a last axis of w limbs.
     """
     arr = _checked(statistic.name, values, statistic.bound)
+    w, scale = statistic.words, 2.0**statistic.scale_bits
+    largest = float(np.abs(arr).max()) if arr.size else 0.0
+    if w == 1 or largest * scale < 2.0**62:  # exact product, rint rounds half to even
+        scaled = np.rint(arr * scale).astype(np.int64)
+        if w == 1:
+            return scaled.view(np.uint64).reshape(arr.shape)
+        out = np.empty((scaled.size, w), dtype=np.uint64)  # sign-extended into the limbs
+        out[:, 0] = scaled.ravel().view(np.uint64)
+        out[:, 1:] = np.where(scaled.ravel() < 0, np.uint64(2**WORD_BITS - 1), np.uint64(0))[
+            :, None
+        ]
+        return out.reshape(*arr.shape, w)
     m, shift = _mantissa_shift(arr.ravel(), statistic.scale_bits)
-    if statistic.words == 1:
-        return (m << shift).view(np.uint64).reshape(arr.shape)
-    return _place(m, shift, statistic.words).reshape(*arr.shape, statistic.words)
+    return _place(m, shift, w).reshape(*arr.shape, w)
 
 
 def _place(m: NDArray[np.int64], shift: NDArray[np.int64], words: int) -> UInt64Array:
@@ -295,12 +305,14 @@ def decode(statistic: Statistic, total: UInt64Array, n_parties: int) -> NDArray[
         raise ValueError(f"a {w}-word total must have a last axis of {w} limbs.")
     check_aggregate(statistic, n_parties, max(arr.size // w, 1))
     limit = int(n_parties * (Fraction(statistic.bound) * 2**statistic.scale_bits + Fraction(1, 2)))
-    if w == 1:
-        signed = arr.view(np.int64)
-        if signed.size and (int(signed.max()) > limit or int(signed.min()) < -limit):
-            raise _outside_band(statistic)
-        return signed.astype(np.float64) * 2.0**-statistic.scale_bits
     limbs = arr.reshape(-1, w)
+    low = limbs[:, 0].view(np.int64)
+    extension = np.where(low < 0, np.uint64(2**WORD_BITS - 1), np.uint64(0))
+    if w == 1 or bool((limbs[:, 1:] == extension[:, None]).all()):  # fits one signed word
+        if low.size and (int(low.max()) > limit or int(low.min()) < -limit):
+            raise _outside_band(statistic)
+        shape = arr.shape if w == 1 else arr.shape[:-1]
+        return (low.astype(np.float64) * 2.0**-statistic.scale_bits).reshape(shape)
     negative = limbs[:, -1] >> np.uint64(WORD_BITS - 1) == 1
     magnitude = limbs.copy()
     magnitude[negative] = _negated(limbs[negative])

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedclust.crypto import fixedpoint
 from fedclust.crypto.fixedpoint import (
     MAX_WORDS,
     BoundError,
@@ -216,3 +217,29 @@ def test_wide_sums_are_exact_for_any_finite_values(words: int, data: st.DataObje
         assert decoded[j] == float(Fraction(exact, 2**40))
     ints = fixed_integers("h", [v[0] for v in values], bound=bound, scale_bits=40)
     assert ints == [round(Fraction(v[0]) * 2**40) for v in values]
+
+
+@pytest.mark.parametrize("words", [2, 3])
+def test_the_one_word_fast_paths_give_the_general_limbs_and_sums(words: int) -> None:
+    """Values whose scaled magnitude fits an int64 take a shortcut (rint, then sign
+    extension into the limbs; a total whose upper limbs only extend the sign decodes from its
+    low word): the same limbs and the same decoded sums as the general multi-limb code."""
+    rng = np.random.default_rng(7)
+    stat = Statistic("s", scale_bits=40, bound=2.0**40, words=words)
+    small = rng.normal(scale=1e4, size=500)
+    small[:3] = [0.0, -0.0, 2.0**-41]  # a zero, a negative zero, a tie below the grid
+    m, shift = fixedpoint._mantissa_shift(small, 40)
+    np.testing.assert_array_equal(encode(stat, small), fixedpoint._place(m, shift, words))
+    factors = (1.0, -0.5, 0.25)
+    for values in (small, np.concatenate([small, [2.0**39, -(2.0**39)]])):  # 2nd: general
+        total = add([encode(stat, values * k) for k in factors], words)
+        exact = [  # the sum of the rounded encodings, correctly rounded to float64
+            float(Fraction(sum(round(Fraction(float(v) * k) * 2**40) for k in factors), 2**40))
+            for v in values
+        ]
+        np.testing.assert_array_equal(decode(stat, total, 3), exact)
+    one_word = Statistic("s", scale_bits=40, bound=2.0**20)
+    np.testing.assert_array_equal(
+        decode(stat, add([encode(stat, small), encode(stat, -small / 3)], words), 2),
+        decode(one_word, add([encode(one_word, small), encode(one_word, -small / 3)]), 2),
+    )
