@@ -32,30 +32,32 @@ the declared value (all public), before any computation:
 - 'ffcm': a participant enforcing the exact-FCM size rule whose declared bucket does not
   guarantee N > K(F+1)/F for the job's largest K (``protocol.exact_fcm``): it would refuse
   every round, so the job fails instead of running without it;
-- a local FCM with K centers (FedFCM, a local-only sweep) needs N >= K: a K above the
-  declared bucket's lower edge fails the job instead of failing at the participant.
+- a local clustering with K centers (FedFCM's local FCM, the local k-means of fkm, k-FED and
+  FedCRef, a local-only sweep) needs N >= K: a K above the declared bucket's lower edge fails
+  the job (``protocol.bounds.rows_allow_k``, the rule each participant refuses such a task by).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
-
-import numpy as np
+from typing import Protocol
 
 from fedclust.coordinator._rounds import gather_present
 from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.bounds import (
+    MODEL_PARAMETER_BOUND,
+    local_clustering_ks,
+    model_value_bound,
+    rows_allow_k,
+    standardised_bound,
+)
 from fedclust.protocol.declaration import Declaration
 from fedclust.protocol.errors import RefusedError
 from fedclust.protocol.exact_fcm import declared_rule_refusal, largest_allowed_k
 from fedclust.protocol.messages import JobCreate
 
 __all__ = ["MODEL_PARAMETER_BOUND", "DeclaringParticipant", "JobBounds", "declare_job"]
-
-#: B of a 'fedcref' job without ``value_bound``: the bound on |model parameter|.
-MODEL_PARAMETER_BOUND: Final = 1000.0
-
 
 class DeclaringParticipant(Protocol):
     """What stage 0 needs from a participant (local, or ``RemoteParticipant``)."""
@@ -86,7 +88,7 @@ class JobBounds:
             ValueError: the job's ``value_bound`` is below B_z.
         """
         raw = max(d.value_bound for d in self.declarations.values())
-        implied = float(np.max((raw + np.abs(mean)) / scale))
+        implied = standardised_bound(raw, mean, scale)
         given = self.spec.value_bound
         if given is None:
             return implied
@@ -150,23 +152,17 @@ def declare_job(
 
 def _first_value_bound(spec: JobCreate, declarations: Mapping[str, Declaration]) -> float:
     if spec.algorithm == "fedcref":
-        return MODEL_PARAMETER_BOUND if spec.value_bound is None else spec.value_bound
+        return model_value_bound(spec)
     if spec.value_bound is not None and not spec.standardise:
         return spec.value_bound
     return max(d.value_bound for d in declarations.values())
 
 
 def _require_rows_for_k(name: str, d: Declaration, spec: JobCreate) -> None:
-    """A local FCM with K centers (FedFCM's rounds, a local-only sweep) needs K rows: refuse
-    a K that the declared bucket does not guarantee, rather than let the participant fail on
-    its row count."""
-    needs = []
-    if spec.algorithm in ("fedfcm", "fedfcm-avg"):
-        needs.append(("k", max(spec.ks), "--k/--k-range"))
-    if spec.local_k_range is not None:
-        needs.append(("local_k_range", spec.local_k_range[1], "--local-range"))
-    for what, k, flag in needs:
-        if k > d.min_rows:
+    """A local clustering with K centers needs K rows: refuse a K that the declared bucket
+    does not guarantee (``protocol.bounds``), rather than let the participant refuse it."""
+    for what, k, flag in local_clustering_ks(spec):
+        if not rows_allow_k(d, k):
             raise ValueError(
                 f"participant {name!r} declares {d.describe_rows()}: the job's {what} up to "
                 f"{k} needs at least {k} rows at every participant, which that bucket does "

@@ -67,6 +67,7 @@ from fedclust.crypto.fixedpoint import MAX_WORDS, WORD_BITS, Statistic, decode
 from fedclust.crypto.graph import GraphParameters, graph_parameters
 from fedclust.crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
 from fedclust.protocol import messages as msg
+from fedclust.protocol.bounds import field_bounds
 from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.protocol.secure_wire import (
     b64,
@@ -139,32 +140,12 @@ def field_encodings(
     max_rows: int,
     value_bound: float,
 ) -> list[msg.FieldEncoding]:
-    """The declared bound and scale of every summed field of ``statistic`` (module table)."""
-    N, B = float(max_rows), float(value_bound)
-    distance = 3.0 * B * math.sqrt(n_features)
-    bounds: dict[str, float]
-    match statistic:
-        case msg.MomentSumsTask():
-            bounds = {"sum": N * 2 * B, "sum_sq": N * 4 * B * B}
-        case msg.FcmSumsTask():
-            bounds = {"u_sum": N, "weighted_sum": N * B}
-        case msg.FuzzyDbSumsTask(q=q):
-            bounds = {"spread": N * distance**q, "membership": N}
-        case msg.SilhouetteSumsTask():
-            bounds = {"total": N}
-        case msg.CenterSumsTask(weight_bound=weight_bound):
-            W = N if weight_bound is None else weight_bound
-            bounds = {
-                "sums": W * B, "weights": W, "inertia": W * distance**2,
-                "contributors": 1.0, "objective": N * distance**2,
-            }
-        case msg.CenterScatterTask(weight_bound=weight_bound):
-            W = N if weight_bound is None else weight_bound
-            bounds = {"scatter": W * distance**2, "removal": W * distance**2}
-        case msg.DistillSoftTask():
-            bounds = {"soft_sum": 1.0, "members": 1.0}
-        case msg.FedCRefFedavgTask():
-            bounds = {"weighted_params": N * B, "rows": N}
+    """The declared bound and scale of every summed field of ``statistic`` (module table:
+    ``protocol.bounds.field_bounds``, which every participant evaluates at its own declared
+    bounds to refuse an encoding below what its values can need)."""
+    bounds = field_bounds(
+        statistic, n_features=n_features, max_rows=max_rows, value_bound=value_bound
+    )
     out = []
     for name, bound in bounds.items():
         total = n_parties * Fraction(bound) * 2**SCALE_BITS

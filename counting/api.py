@@ -1,10 +1,14 @@
 """Routes of the counting service (mounted under ``/api/v1`` by :func:`counting.app.create_app`).
 
 - ``PUT  /jobs/{job_id}/roster``  coordinator: who takes part in a job (``put_roster``);
-- ``POST /jobs/{job_id}/counts``  a participant on the roster: its N_l (``report_count``);
+- ``POST /jobs/{job_id}/counts``  a participant on the roster: its N_l and the roster it
+  admitted for the job (``report_count``);
 - ``GET  /jobs/{job_id}/total``   coordinator: ΣN_l (``get_total``);
 - ``POST /jobs/{job_id}/cohorts``  a roster participant: the cohort of a masked sum it
   contributes to, checked by the differencing guard (``announce_cohort``);
+- ``POST /jobs/{job_id}/unmasking``  a survivor of a masked sum: the view (survivors,
+  dropouts) it is asked to unmask; the first view of a round is the only one accepted
+  (``register_unmasking``);
 - ``GET  /jobs/{job_id}/paillier-key``  coordinator or a roster participant: the job's
   Paillier public key (``get_paillier_key``);
 - ``POST /jobs/{job_id}/paillier/contributions``  a roster participant: it contributes to a
@@ -26,7 +30,10 @@ never widen it. A total (or a Paillier round, :mod:`counting.keyholder`) is refu
 when, with the cohorts released before (totals and decrypted rounds, of any job), it would
 make a nonzero combination of the statistics of fewer than ``min_participants`` participants
 derivable (e.g. two cohorts differing by one participant): see
-:mod:`protocol.release_guard`.
+:mod:`protocol.release_guard`. Nor is a total (or a Paillier round) released over a roster
+that reaches beyond the roster one of its reporters admitted for the job (its declare task's,
+which its roster rule judged), so a coordinator cannot count a participant among members it
+invented here.
 
 Every route takes its caller from an ``Annotated`` dependency (:data:`Coordinator`,
 :data:`Participant`), so no handler can forget authentication: 401 without a known bearer
@@ -53,7 +60,9 @@ from fedclust.counting.db import (
     NotOnRosterError,
     ReleaseRefusedError,
     RosterConflictError,
+    RosterNotAdmittedError,
     UnknownJobError,
+    ViewConflictError,
 )
 from fedclust.counting.keyholder import (
     KeyHolderError,
@@ -79,6 +88,7 @@ from fedclust.protocol.messages import (
     PaillierDecryption,
     PaillierDecryptRequest,
     PaillierKey,
+    UnmaskView,
 )
 from fedclust.protocol.tls import certificate_mismatch, certified_member
 
@@ -209,9 +219,10 @@ Caller = Annotated[CoordinatorIdentity | ParticipantIdentity, Depends(_identify)
 #: Small bodies for small messages; every other route takes up to ``MAX_BODY_BYTES``.
 BODY_LIMITS: tuple[RouteLimit, ...] = (
     ("PUT", r"/api/v1/jobs/[^/]+/roster", 1024 * 1024),  # 10,000 identifiers
-    ("POST", r"/api/v1/jobs/[^/]+/counts", 4 * 1024),
+    ("POST", r"/api/v1/jobs/[^/]+/counts", 1024 * 1024),  # the admitted roster
     ("POST", r"/api/v1/jobs/[^/]+/cohorts", 1024 * 1024),  # 10,000 identifiers
-    ("POST", r"/api/v1/jobs/[^/]+/paillier/contributions", 4 * 1024),
+    ("POST", r"/api/v1/jobs/[^/]+/unmasking", 2 * 1024 * 1024),  # 2 x 10,000 identifiers
+    ("POST", r"/api/v1/jobs/[^/]+/paillier/contributions", 1024 * 1024),  # the admitted roster
     ("PUT", r"/api/v1/participants/[^/]+", 4 * 1024),
 )
 
@@ -295,7 +306,7 @@ def put_roster(
     the others deleted), or the job released its total or a Paillier round already.
     """
     _same_job(job_id, roster.job_id)
-    unknown = [p for p in roster.participants if not members.is_member(p)]
+    unknown = members.unknown(roster.participants)
     if unknown:
         pending = [p for p in unknown if members.is_pending(p)]
         raise _unprocessable(
@@ -333,23 +344,31 @@ def put_roster(
     response_class=Response,
     responses={
         **_AUTH_ERRORS,
+        403: {
+            "model": ErrorDetail,
+            "description": "the caller is not on the job's roster, or the job's roster here "
+            "is not within the roster it admitted",
+        },
         409: {"model": ErrorDetail, "description": "this participant has already reported"},
     },
 )
 def report_count(
     job_id: JobId, report: CountReport, caller: Participant, store: Store
 ) -> Response:
-    """Record the calling participant's N_l for a job whose roster lists it.
+    """Record the calling participant's N_l for a job whose roster lists it, with the roster
+    it admitted for the job; the job's roster here must be that roster or a narrowing of it
+    (after dropouts), and no total is released over a roster outside it.
 
-    403 when the caller is not on the job's roster; 409 on a second report; 422 for a bad
-    body or a job id differing from the path's.
+    403 when the caller is not on the job's roster or the job's roster is not within the
+    caller's admitted roster; 409 on a second report; 422 for a bad body or a job id
+    differing from the path's.
     """
     _same_job(job_id, report.job_id)
     if report.count > MAX_COUNT:
         raise _unprocessable(["body", "count"], f"count must be at most {MAX_COUNT}")
     try:
-        store.report(job_id, caller.id, report.count)
-    except (UnknownJobError, NotOnRosterError) as exc:
+        store.report(job_id, caller.id, report.count, report.roster)
+    except (UnknownJobError, NotOnRosterError, RosterNotAdmittedError) as exc:
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail=str(exc)) from None
     except AlreadyReportedError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
@@ -367,17 +386,19 @@ def report_count(
         404: {"model": ErrorDetail, "description": "no roster for this job"},
         409: {
             "model": ErrorDetail,
-            "description": "not every participant has reported yet, or, with the totals "
-            "released before, this total would make a count of fewer than min_participants "
-            "participants derivable (refused for good)",
+            "description": "not every participant has reported yet, the roster reaches "
+            "beyond the roster a reporter admitted, or, with the totals released before, "
+            "this total would make a count of fewer than min_participants participants "
+            "derivable (refused for good)",
         },
     },
 )
 def get_total(job_id: JobId, _: Coordinator, settings: Settings, store: Store) -> CountTotal:
     """ΣN_l of a job, once every participant on its roster (at least the minimum) reported.
 
-    404 when the job has no roster; 409, saying how many have reported, until then. 409 for
-    good when this total, with the totals released before, would make a nonzero combination
+    404 when the job has no roster; 409, saying how many have reported, until then. 409 when
+    the roster reaches beyond the roster a reporter admitted for the job. 409 for good when
+    this total, with the totals released before, would make a nonzero combination
     of the counts of fewer than ``min_participants`` participants derivable; the detail
     names those participants (the rosters are the coordinator's own), never a count.
     """
@@ -385,7 +406,7 @@ def get_total(job_id: JobId, _: Coordinator, settings: Settings, store: Store) -
         tally = store.release(job_id, min_participants=settings.min_participants)
     except UnknownJobError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from None
-    except IncompleteJobError as exc:
+    except (IncompleteJobError, RosterNotAdmittedError) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
     except ReleaseRefusedError as exc:
         log.info("job %s: total refused (it would expose %d participants' counts)", job_id,
@@ -439,6 +460,63 @@ def announce_cohort(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
+@router.post(
+    "/jobs/{job_id}/unmasking",
+    operation_id="register_unmasking",
+    tags=["counts"],
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses={
+        **_AUTH_ERRORS,
+        404: {"model": ErrorDetail, "description": "no roster for this job"},
+        409: {
+            "model": ErrorDetail,
+            "description": "another view of this round was registered first, or the "
+            "survivors, with the cohorts released before, would make a statistic of fewer "
+            "than min_participants participants derivable (both for good)",
+        },
+    },
+)
+def register_unmasking(
+    job_id: JobId, view: UnmaskView, caller: Participant, settings: Settings, store: Store
+) -> Response:
+    """Register the view of a masked sum's unmasking the caller is asked to answer: who
+    survived, who dropped out. The first view of a round (job, key setup, round) is kept;
+    that very view gets 204 again, any other 409, and the participant answers the unmasking
+    only after this 204 — so the coordinator cannot show two groups two splits of one round
+    and collect from the one a participant's pair keys, from the other its self-mask's
+    shares. The survivors are a released cohort for the differencing guard, as with
+    ``announce_cohort``.
+
+    403 when the caller is not among the survivors or someone named is off the job's roster;
+    404 without roster; 409 as above; 422 for a bad body (a participant both survived and
+    dropped out, or is named twice).
+    """
+    _same_job(job_id, view.job_id)
+    named = [*view.survivors, *view.dropped]
+    if len(set(named)) != len(named):
+        raise _unprocessable(
+            ["body", "survivors"], "each participant is named once, as survivor or dropout"
+        )
+    try:
+        store.register_unmasking(
+            job_id, caller.id, view.setup, view.round, view.survivors, view.dropped,
+            min_cohort=settings.min_participants,
+        )
+    except UnknownJobError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(exc)) from None
+    except NotOnRosterError as exc:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=str(exc)) from None
+    except ViewConflictError as exc:
+        log.warning("job %s: a second view of masked sum %d refused", job_id, view.round)
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+    except ReleaseRefusedError as exc:
+        log.info("job %s: an unmasking cohort refused (it would expose %d participants)",
+                 job_id, len(exc.participants))
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
 @router.get("/health", operation_id="health", tags=["meta"], response_model=Health)
 def health() -> Health:
     """Liveness check (no authentication)."""
@@ -486,21 +564,28 @@ def get_paillier_key(job_id: JobId, caller: Caller, keyholder: KeyHolder) -> Pai
     responses={
         **_AUTH_ERRORS,
         404: {"model": ErrorDetail, "description": "no roster for this job"},
-        409: {"model": ErrorDetail, "description": "the round was decrypted already"},
+        409: {
+            "model": ErrorDetail,
+            "description": "the round was decrypted already, or the job's roster here is not "
+            "within the roster the caller admitted",
+        },
     },
 )
 def report_paillier_contribution(
     job_id: JobId, body: PaillierContribution, caller: Participant, keyholder: KeyHolder
 ) -> Response:
-    """Record that the calling participant contributes to a Paillier round (idempotent).
+    """Record that the calling participant contributes to a Paillier round (idempotent),
+    with the roster it admitted for the job.
 
     Sent before the participant encrypts; the round is decrypted only if the coordinator
-    names exactly the participants recorded here. 403 when the caller is not on the job's
-    roster; 409 once the round was decrypted; 422 when the job ids differ.
+    names exactly the participants recorded here, within each one's admitted roster. 403
+    when the caller is not on the job's roster; 409 once the round was decrypted, or when
+    the job's roster here is not within the caller's admitted roster; 422 when the job ids
+    differ.
     """
     _same_job(job_id, body.job_id)
     try:
-        keyholder.record_contribution(job_id, body.round, caller.id)
+        keyholder.record_contribution(job_id, body.round, caller.id, body.roster)
     except KeyHolderError as exc:
         raise _refusal(exc) from None
     log.info("job %s: participant %s contributes to Paillier round %d", job_id, caller.id,
@@ -524,9 +609,10 @@ def paillier_decrypt(
 ) -> PaillierDecryption:
     """Decrypt the aggregate of one Paillier round, once, if it sums the recorded contributors.
 
-    409 (saying which rule) when the contributors differ from those recorded, are fewer than
-    the minimum cohort, a field's count disagrees or it is under another key, or the round
-    was decrypted before; 422 when the job ids differ.
+    409 (saying which rule) when the contributors differ from those recorded, reach beyond
+    a contributor's admitted roster, are fewer than the minimum cohort, a field's count
+    disagrees or it is under another key, or the round was decrypted before; 422 when the
+    job ids differ.
     """
     _same_job(job_id, request.job_id)
     try:

@@ -3,7 +3,8 @@
 SQLAlchemy 2 over any URL (SQLite file by default). Three tables:
 
 - ``roster_entries(job_id, participant_id)``: who takes part in a job (set by the coordinator);
-- ``counts(job_id, participant_id, count, reported_at)``: one N_l per participant and job;
+- ``counts(job_id, participant_id, count, admitted_sha256, reported_at)``: one N_l per
+  participant and job, with the roster the participant admitted for it;
 - ``released_rosters(seq, job_id, released_at)``: the jobs whose ΣN_l was released, numbered
   in release order (the guard of :mod:`protocol.release_guard` checks every new release
   against the rosters of these jobs).
@@ -11,13 +12,18 @@ SQLAlchemy 2 over any URL (SQLite file by default). Three tables:
 and three for the Paillier key holder (:mod:`counting.keyholder`):
 
 - ``paillier_keys(job_id, private_key)``: the job's private key as JSON ``{"p": .., "q": ..}``;
-- ``paillier_contributions(job_id, round, participant_id)``: who announced a contribution;
+- ``paillier_contributions(job_id, round, participant_id, admitted_sha256)``: who announced a
+  contribution, with the roster it admitted for the job;
 - ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each);
 
 ``released_cohorts(cohort_sha256, participant_id, released_at)``: every distinct cohort whose
 statistic the coordinator may have learned — each released total's roster, each decrypted
 Paillier round's contributors, each masked sum's cohort the participants announced — named
 by the SHA-256 of its sorted ids (the differencing guard reads this table alone);
+``admitted_rosters(roster_sha256, participant_id, admitted_at)``: every distinct roster a
+participant admitted for a job (named alike), which a total or a decrypted round must lie
+within for each of its reporters; ``unmask_views(job_id, setup, round, view_sha256)``: the
+first view (survivors, dropouts) registered of each masked sum, the only one unmasked;
 and ``memberships(participant_id, token_sha256, changed_at)``: credentials in force since
 run time (approved by the counting operator, or revoked), with
 ``membership_requests(participant_id, token_sha256, requested_at)``: the credentials the
@@ -38,7 +44,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -63,7 +70,9 @@ from fedclust.counting.keyholder import (
     RoundClosedError,
     closed_message,
     cohort_refusal,
+    first_outside,
     mismatch_message,
+    not_admitted_message,
 )
 from fedclust.protocol.release_guard import release_would_expose
 from fedclust.protocol.schema import Migrations, ensure_schema, migrate
@@ -77,9 +86,11 @@ __all__ = [
     "NotOnRosterError",
     "ReleaseRefusedError",
     "RosterConflictError",
+    "RosterNotAdmittedError",
     "StoreError",
     "Tally",
     "UnknownJobError",
+    "ViewConflictError",
     "migrate_database",
 ]
 
@@ -102,6 +113,14 @@ class AlreadyReportedError(StoreError):
 
 class RosterConflictError(StoreError):
     """A different roster was put for a job that already has counts."""
+
+
+class RosterNotAdmittedError(StoreError):
+    """The job's roster here is not within the roster a reporter admitted for the job."""
+
+
+class ViewConflictError(StoreError):
+    """Another view of a masked sum's unmasking was registered first."""
 
 
 class IncompleteJobError(StoreError):
@@ -144,6 +163,7 @@ class CountRow(_Base):
     job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     count: Mapped[int] = mapped_column(BigInteger)
+    admitted_sha256: Mapped[str] = mapped_column(String(64))  # in admitted_rosters
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     __table_args__ = (  # a count is only ever stored for a roster member
         ForeignKeyConstraint(
@@ -176,6 +196,7 @@ class PaillierContributionRow(_Base):
     job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     round: Mapped[int] = mapped_column(Integer, primary_key=True)
     participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admitted_sha256: Mapped[str] = mapped_column(String(64))  # in admitted_rosters
     announced_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
@@ -221,6 +242,30 @@ class ReleasedCohortRow(_Base):
     cohort_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
     participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     released_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AdmittedRosterRow(_Base):
+    """One member of a roster a participant admitted for a job (its count report or Paillier
+    contribution carries it), named like a released cohort; shared by every report of it."""
+
+    __tablename__ = "admitted_rosters"
+
+    roster_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class UnmaskViewRow(_Base):
+    """The first view registered of a masked sum's unmasking: the SHA-256 of its sorted
+    survivors and dropouts (:func:`view_sha256`)."""
+
+    __tablename__ = "unmask_views"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    setup: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    round: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    view_sha256: Mapped[str] = mapped_column(String(64))
+    registered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 @dataclass(frozen=True)
@@ -293,9 +338,16 @@ class CountingStore:
             row.token_sha256 = token_sha256
             row.changed_at = datetime.now(UTC)
 
+    def _read_lock(self) -> AbstractContextManager[object]:
+        """What a plain read holds: no lock (each session has its own connection from the
+        pool), but the store's lock where all threads share one connection (an in-memory
+        SQLite), whose rollback at a read's end would undo another thread's transaction."""
+        return self._lock if isinstance(self._engine.pool, StaticPool) else nullcontext()
+
     def memberships(self) -> dict[str, str | None]:
-        """Every run-time credential by participant id (None: revoked)."""
-        with self._lock, Session(self._engine) as session:
+        """Every run-time credential by participant id (None: revoked); a read
+        (:meth:`_read_lock`)."""
+        with self._read_lock(), Session(self._engine) as session:
             return {
                 r.participant_id: r.token_sha256 for r in session.scalars(select(MembershipRow))
             }
@@ -312,8 +364,9 @@ class CountingStore:
             row.requested_at = datetime.now(UTC)
 
     def membership_requests(self) -> dict[str, str]:
-        """The pending requests: participant id -> requested token SHA-256."""
-        with self._lock, Session(self._engine) as session:
+        """The pending requests: participant id -> requested token SHA-256; a read
+        (:meth:`_read_lock`)."""
+        with self._read_lock(), Session(self._engine) as session:
             return {
                 r.participant_id: r.token_sha256
                 for r in session.scalars(select(MembershipRequestRow))
@@ -409,29 +462,39 @@ class CountingStore:
                 RosterEntry(job_id=job_id, participant_id=p, created_at=now) for p in sorted(wanted)
             )
 
-    def report(self, job_id: str, participant_id: str, count: int) -> None:
-        """Store one participant's count for a job.
+    def report(
+        self, job_id: str, participant_id: str, count: int,
+        admitted: Iterable[str] | None = None,
+    ) -> None:
+        """Store one participant's count for a job, with the roster it admitted for the job
+        (None: the job's roster as it stands, for a caller that set that roster itself).
 
         Raises:
             UnknownJobError: the job has no roster.
             NotOnRosterError: the participant is not on it.
+            RosterNotAdmittedError: the job's roster is not within ``admitted`` (equal, or
+                narrowed after dropouts); a count over members the participant did not admit
+                is never taken.
             AlreadyReportedError: the participant has reported for this job before.
         """
         with self._lock, Session(self._engine) as session:
             with session.begin():
-                roster = set(
-                    session.scalars(
-                        select(RosterEntry.participant_id).where(RosterEntry.job_id == job_id)
-                    )
-                )
-                if not roster:
-                    raise UnknownJobError(f"the counting service has no roster for job {job_id!r}.")
+                roster = _roster(session, job_id)
                 if participant_id not in roster:
                     raise NotOnRosterError(
                         f"participant {participant_id!r} is not on the roster of job {job_id!r}."
                     )
+                wanted = roster if admitted is None else frozenset(admitted)
+                if not roster <= wanted:
+                    raise RosterNotAdmittedError(
+                        not_admitted_message(
+                            f"the roster of job {job_id!r} at the counting service", roster,
+                            participant_id, wanted,
+                        )
+                    )
                 if session.get(CountRow, (job_id, participant_id)) is not None:
                     raise AlreadyReportedError(_already(job_id, participant_id))
+            key = _admit(self._engine, wanted)
             try:
                 with session.begin():
                     session.add(
@@ -439,6 +502,7 @@ class CountingStore:
                             job_id=job_id,
                             participant_id=participant_id,
                             count=count,
+                            admitted_sha256=key,
                             reported_at=datetime.now(UTC),
                         )
                     )
@@ -457,15 +521,17 @@ class CountingStore:
     def release(self, job_id: str, *, min_participants: int) -> Tally:
         """The job's tally for release to the coordinator, recorded as released.
 
-        Released once the whole roster, and at least ``min_participants``, reported, and only
-        if the totals released before together with this one determine no nonzero combination
-        of the counts of fewer than ``min_participants`` participants
+        Released once the whole roster, and at least ``min_participants``, reported, only
+        over a roster within the roster each reporter admitted, and only if the totals
+        released before together with this one determine no nonzero combination of the
+        counts of fewer than ``min_participants`` participants
         (:func:`protocol.release_guard.release_would_expose`). A job released before is
         released again without a new check: its total reveals nothing new.
 
         Raises:
             UnknownJobError: the job has no roster.
             IncompleteJobError: not everyone has reported yet (the message says how many did).
+            RosterNotAdmittedError: the roster reaches beyond a reporter's admitted roster.
             ReleaseRefusedError: the release would expose a count of a smaller cohort.
         """
         with self._lock:
@@ -481,6 +547,16 @@ class CountingStore:
             roster = _roster(session, job_id)
             tally = _tally(session, job_id, len(roster))
             _check_complete(tally, min_participants)
+            reporters = session.execute(
+                select(CountRow.participant_id, CountRow.admitted_sha256)
+                .where(CountRow.job_id == job_id)
+            )
+            outside = first_outside(_admitted(session, {p: key for p, key in reporters}), roster)
+            if outside is not None:
+                raise RosterNotAdmittedError(
+                    not_admitted_message(f"ΣN_l of job {job_id!r} is over its roster", roster,
+                                         *outside)
+                )
             done = select(ReleasedRoster.seq).where(ReleasedRoster.job_id == job_id)
             if session.scalar(done) is not None:
                 return tally
@@ -515,19 +591,65 @@ class CountingStore:
             while True:  # a collision: another process recorded the same cohort; look again
                 try:
                     with Session(self._engine) as session, session.begin():
-                        roster = _roster(session, job_id)
-                        outside = sorted((members | {participant_id}) - roster)
-                        if outside or participant_id not in members:
-                            raise NotOnRosterError(
-                                f"the cohort announced for job {job_id!r} must hold its "
-                                "announcer and lie within the job's roster; "
-                                f"{', '.join(outside) or participant_id} does not."
-                            )
+                        _require_on_roster(
+                            _roster(session, job_id), job_id, participant_id, members, members,
+                            "the cohort announced",
+                        )
                         exposed = _release_cohort(session, members, min_cohort)
                         if exposed is not None:
                             raise ReleaseRefusedError(
                                 _cohort_refused(job_id, members, exposed, min_cohort), exposed
                             )
+                    return
+                except IntegrityError:
+                    continue
+
+    def register_unmasking(
+        self, job_id: str, participant_id: str, setup: int, round_no: int,
+        survivors: Sequence[str], dropped: Sequence[str], *, min_cohort: int,
+    ) -> None:
+        """Register ``participant_id``'s view of masked sum ``round_no`` of key setup
+        ``setup``: who survived, who dropped out. The first view of a round is kept and only
+        that very view is accepted again (a participant restarted registers it once more);
+        its survivors pass the differencing guard as a released cohort
+        (:meth:`announce_cohort`). So the coordinator unmasks a round under one view: with
+        two, it could collect a participant's pair keys under the one (it "dropped out") and
+        the shares of its self-mask under the other (it "survived").
+
+        Raises:
+            UnknownJobError: the job has no roster.
+            NotOnRosterError: the participant is not among the survivors, or someone named
+                is off the job's roster.
+            ViewConflictError: another view of the round was registered first.
+            ReleaseRefusedError: the survivors, with the cohorts released before, would make
+                a statistic of fewer than ``min_cohort`` participants derivable.
+        """
+        alive, gone = frozenset(survivors), frozenset(dropped)
+        view = view_sha256(alive, gone)
+        with self._lock:
+            while True:  # a collision: another process registered the view or the cohort
+                try:
+                    with Session(self._engine) as session, session.begin():
+                        _require_on_roster(
+                            _roster(session, job_id), job_id, participant_id, alive,
+                            alive | gone, "an unmasking view",
+                        )
+                        first = session.get(UnmaskViewRow, (job_id, setup, round_no))
+                        if first is not None and first.view_sha256 != view:
+                            raise ViewConflictError(_view_conflict(job_id, setup, round_no))
+                        exposed = _release_cohort(session, alive, min_cohort)
+                        if exposed is not None:
+                            raise ReleaseRefusedError(
+                                _cohort_refused(job_id, alive, exposed, min_cohort), exposed
+                            )
+                        if first is None:
+                            session.add(
+                                UnmaskViewRow(
+                                    job_id=job_id, setup=setup, round=round_no,
+                                    view_sha256=view, registered_at=datetime.now(UTC),
+                                )
+                            )
+                            session.flush()
                     return
                 except IntegrityError:
                     continue
@@ -568,9 +690,13 @@ class CountingStore:
                 assert row is not None
                 return _primes(row.private_key)
 
-    def add_paillier_contribution(self, job_id: str, round_no: int, participant: str) -> None:
-        """Record a contribution announcement (idempotent); refused once the round is closed."""
+    def add_paillier_contribution(
+        self, job_id: str, round_no: int, participant: str, admitted: frozenset[str]
+    ) -> None:
+        """Record a contribution announcement with the roster its participant admitted
+        (idempotent: the first record stays); refused once the round is closed."""
         with self._lock, Session(self._engine) as session:
+            key = _admit(self._engine, admitted)
             try:
                 with session.begin():
                     if session.get(PaillierClosedRound, (job_id, round_no)) is not None:
@@ -580,7 +706,7 @@ class CountingStore:
                     session.add(
                         PaillierContributionRow(
                             job_id=job_id, round=round_no, participant_id=participant,
-                            announced_at=datetime.now(UTC),
+                            admitted_sha256=key, announced_at=datetime.now(UTC),
                         )
                     )
             except IntegrityError:  # the same announcement raced in from another process
@@ -590,10 +716,10 @@ class CountingStore:
         self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
         *, min_cohort: int,
     ) -> None:
-        """Mark the round decrypted if ``contributors`` is exactly its recorded set and, with
-        every cohort released before (count totals and decrypted rounds, of any job), makes
-        no combination of fewer than ``min_cohort`` participants derivable; the request that
-        closed it may come again."""
+        """Mark the round decrypted if ``contributors`` is exactly its recorded set, lies
+        within the roster each of them admitted and, with every cohort released before
+        (count totals and decrypted rounds, of any job), makes no combination of fewer than
+        ``min_cohort`` participants derivable; the request that closed it may come again."""
         with self._lock:
             while True:  # a collision: the round or its cohort recorded by another process
                 try:
@@ -615,17 +741,27 @@ class CountingStore:
                 if closed.request_sha256 == request_sha256:
                     return
                 raise RoundClosedError(closed_message(job_id, round_no))
-            recorded = frozenset(
-                session.scalars(
-                    select(PaillierContributionRow.participant_id).where(
-                        PaillierContributionRow.job_id == job_id,
-                        PaillierContributionRow.round == round_no,
-                    )
+            names = session.execute(
+                select(
+                    PaillierContributionRow.participant_id, PaillierContributionRow.admitted_sha256
+                ).where(
+                    PaillierContributionRow.job_id == job_id,
+                    PaillierContributionRow.round == round_no,
                 )
             )
+            admitted = _admitted(session, {p: key for p, key in names})
+            recorded = frozenset(admitted)
             if recorded != contributors:
                 raise DecryptionRefusedError(
                     mismatch_message(job_id, round_no, recorded, contributors)
+                )
+            outside = first_outside(admitted, contributors)
+            if outside is not None:
+                raise DecryptionRefusedError(
+                    not_admitted_message(
+                        f"job {job_id!r}, Paillier round {round_no}: its contributors",
+                        contributors, *outside,
+                    )
                 )
             exposed = _release_cohort(session, contributors, min_cohort)
             if exposed is not None:
@@ -641,6 +777,55 @@ class CountingStore:
 def cohort_sha256(cohort: Iterable[str]) -> str:
     """The name of a cohort in ``released_cohorts``: the SHA-256 of its sorted ids."""
     return hashlib.sha256("\n".join(sorted(cohort)).encode()).hexdigest()
+
+
+def view_sha256(survivors: frozenset[str], dropped: frozenset[str]) -> str:
+    """The name of an unmasking view in ``unmask_views``: the SHA-256 of its sorted ids."""
+    return hashlib.sha256(json.dumps([sorted(survivors), sorted(dropped)]).encode()).hexdigest()
+
+
+def _admit(engine: Engine, roster: frozenset[str]) -> str:
+    """Record ``roster`` in ``admitted_rosters`` unless it is there (another process may
+    record it at the same time); its name (:func:`cohort_sha256`)."""
+    key = cohort_sha256(roster)
+    with Session(engine) as session:
+        try:
+            with session.begin():
+                if session.get(AdmittedRosterRow, (key, min(roster))) is None:
+                    now = datetime.now(UTC)
+                    session.add_all(
+                        AdmittedRosterRow(roster_sha256=key, participant_id=p, admitted_at=now)
+                        for p in sorted(roster)
+                    )
+        except IntegrityError:  # recorded by another process meanwhile
+            pass
+    return key
+
+
+def _admitted(session: Session, names: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """participant -> the roster it admitted, for ``names`` (participant -> roster name)."""
+    members: dict[str, set[str]] = {}
+    for key, participant in session.execute(
+        select(AdmittedRosterRow.roster_sha256, AdmittedRosterRow.participant_id).where(
+            AdmittedRosterRow.roster_sha256.in_(set(names.values()))
+        )
+    ):
+        members.setdefault(key, set()).add(participant)
+    return {p: frozenset(members.get(key, ())) for p, key in names.items()}
+
+
+def _require_on_roster(
+    roster: frozenset[str], job_id: str, sender: str, cohort: frozenset[str],
+    named: frozenset[str], what: str,
+) -> None:
+    """Raise :class:`NotOnRosterError` unless ``cohort`` holds its ``sender`` and everyone
+    ``named`` is on the job's ``roster``."""
+    outside = sorted((named | {sender}) - roster)
+    if outside or sender not in cohort:
+        raise NotOnRosterError(
+            f"{what} for job {job_id!r} must hold its sender among those taking part and "
+            f"name only the job's roster; {', '.join(outside) or sender} does not."
+        )
 
 
 def _release_cohort(
@@ -726,6 +911,15 @@ def _cohort_refused(
         f"a masked sum of job {job_id!r} over {sorted(cohort)} is refused, now and later: with "
         f"the cohorts released before, it would make a statistic of fewer than {minimum} "
         f"participants derivable ({', '.join(exposed)})"
+    )
+
+
+def _view_conflict(job_id: str, setup: int, round_no: int) -> str:
+    return (
+        f"job {job_id!r}, masked sum {round_no} (key setup {setup}): another participant "
+        "registered a different view of who survived and who dropped out; a round is unmasked "
+        "under one view only (under two, a participant's pair keys and its self-mask's shares "
+        "would both be handed out): refused."
     )
 
 

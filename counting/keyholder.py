@@ -6,7 +6,9 @@ Protocol (``crypto.paillier``; the coordinator side is
 1. anyone on a job's roster (and the coordinator) fetches the job's public key; the pair is
    generated on the first request and kept in the store (private key as ``p``, ``q``);
 2. each participant, before it encrypts its contribution to Paillier sum ``round``, tells the
-   key holder so (:meth:`PaillierKeyHolder.record_contribution`);
+   key holder so, with the roster it admitted for the job
+   (:meth:`PaillierKeyHolder.record_contribution`: refused while the job's roster here is not
+   within it);
 3. the coordinator multiplies the ciphertexts and asks for the aggregate's decryption
    (:meth:`PaillierKeyHolder.decrypt`), naming the contributors.
 
@@ -15,18 +17,20 @@ round, at least ``min_cohort`` (>= 3) of them; every field must claim that many
 contributions and be under the job's key; and each round is decrypted at most once, and
 takes no further contributions afterwards (the very request that was decrypted, byte for
 byte, is answered again: a coordinator resumed after a crash asks once more, and learns
-nothing new). So the key holder never decrypts fewer than ``min_cohort`` contributions, and
-the coordinator cannot learn one participant's values as the difference of two decryptions
-of the same round. Nor of two rounds: every decrypted round's contributors are a released
-cohort, as every released count total's roster is, and a round is refused when its
-contributors, with the cohorts released before (of any job), would make a nonzero
-combination of fewer than ``min_cohort`` participants' statistics derivable
-(:mod:`protocol.release_guard`) — e.g. a round over the survivors of a dropout after one
-over everyone, whose memberships would give the dropped participant's N_l by difference. The
-key holder never receives an individual ciphertext, only the aggregate. Assumption: the
-coordinator and the counting service do not collude (and the coordinator does not forge an
-aggregate, e.g. one participant's ciphertext raised to a power: the counter slots catch a
-wrong count, not a forged one).
+nothing new); the contributors must lie within the roster each of them admitted, so a
+coordinator cannot sum one participant with members it invented (its roster rule,
+``participant.rosters``, judged the roster it admitted). So the key holder never decrypts
+fewer than ``min_cohort`` contributions, and the coordinator cannot learn one participant's
+values as the difference of two decryptions of the same round. Nor of two rounds: every
+decrypted round's contributors are a released cohort, as every released count total's roster
+is, and a round is refused when its contributors, with the cohorts released before (of any
+job), would make a nonzero combination of fewer than ``min_cohort`` participants' statistics
+derivable (:mod:`protocol.release_guard`) — e.g. a round over the survivors of a dropout
+after one over everyone, whose memberships would give the dropped participant's N_l by
+difference. The key holder never receives an individual ciphertext, only the aggregate.
+Assumption: the coordinator and the counting service do not collude (and the coordinator
+does not forge an aggregate, e.g. one participant's ciphertext raised to a power: the
+counter slots catch a wrong count, not a forged one).
 
 The private key never leaves this module's store and is never logged.
 """
@@ -58,6 +62,7 @@ __all__ = [
     "DecryptionRefusedError",
     "KeyHolderError",
     "MemoryPaillierStore",
+    "NotAdmittedError",
     "NotOnRosterError",
     "PaillierKeyHolder",
     "PaillierStore",
@@ -65,7 +70,9 @@ __all__ = [
     "UnknownJobError",
     "closed_message",
     "cohort_refusal",
+    "first_outside",
     "mismatch_message",
+    "not_admitted_message",
 ]
 
 
@@ -79,6 +86,11 @@ class UnknownJobError(KeyHolderError):
 
 class NotOnRosterError(KeyHolderError):
     """The participant is not on the job's roster."""
+
+
+class NotAdmittedError(KeyHolderError):
+    """The job's roster (or a round's contributors) lies outside the roster a contributor
+    admitted for the job."""
 
 
 class RoundClosedError(KeyHolderError):
@@ -108,8 +120,11 @@ class PaillierStore(Protocol):
         """Keep ``(p, q)`` unless the job has a key already; return the job's key (first wins)."""
         ...
 
-    def add_paillier_contribution(self, job_id: str, round_no: int, participant: str) -> None:
-        """Record that ``participant`` contributes to ``round_no`` (idempotent).
+    def add_paillier_contribution(
+        self, job_id: str, round_no: int, participant: str, admitted: frozenset[str]
+    ) -> None:
+        """Record that ``participant``, which admitted the roster ``admitted`` for the job,
+        contributes to ``round_no`` (idempotent: the first record stays).
 
         Raises:
             RoundClosedError: the round was decrypted already.
@@ -120,15 +135,16 @@ class PaillierStore(Protocol):
         self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
         *, min_cohort: int,
     ) -> None:
-        """Mark the round decrypted if ``contributors`` is exactly its recorded set and, with
+        """Mark the round decrypted if ``contributors`` is exactly its recorded set, lies
+        within the roster each of them admitted (:func:`not_admitted_message`) and, with
         the cohorts released before, exposes no combination of fewer than ``min_cohort``
         participants (:func:`cohort_refusal`); keeps the request's SHA-256, and the same
         request again passes (nothing new is decrypted).
 
         Raises:
             RoundClosedError: the round was decrypted already, for another request.
-            DecryptionRefusedError: ``contributors`` differs from the recorded set, or would
-                expose a small cohort.
+            DecryptionRefusedError: ``contributors`` differs from the recorded set, reaches
+                beyond a contributor's admitted roster, or would expose a small cohort.
         """
         ...
 
@@ -162,6 +178,30 @@ def mismatch_message(
     )
 
 
+def not_admitted_message(
+    what: str, cohort: frozenset[str], participant: str, admitted: frozenset[str]
+) -> str:
+    """Why a statistic over ``cohort`` (``what`` names it) is refused: it reaches beyond
+    the roster ``participant`` admitted for the job (its declare task's, judged by its
+    roster rule); names ids only."""
+    return (
+        f"{what} {sorted(cohort)} is not within the roster participant {participant!r} "
+        f"admitted for the job ({sorted(admitted)}): a participant's statistic is only ever "
+        "released over members it admitted; refused."
+    )
+
+
+def first_outside(
+    admitted: Mapping[str, frozenset[str]], cohort: frozenset[str]
+) -> tuple[str, frozenset[str]] | None:
+    """The first participant (by id) whose ``admitted`` roster does not hold ``cohort``,
+    with that roster; None when every one does."""
+    for participant in sorted(admitted):
+        if not cohort <= admitted[participant]:
+            return participant, admitted[participant]
+    return None
+
+
 def closed_message(job_id: str, round_no: int) -> str:
     return (
         f"job {job_id!r}, Paillier round {round_no} was decrypted already; a round is "
@@ -175,7 +215,10 @@ class MemoryPaillierStore:
 
     rosters: dict[str, frozenset[str]] = field(default_factory=dict)
     _keys: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
-    _records: dict[tuple[str, int], set[str]] = field(default_factory=dict, repr=False)
+    # (job, round) -> contributor -> the roster it admitted
+    _records: dict[tuple[str, int], dict[str, frozenset[str]]] = field(
+        default_factory=dict, repr=False
+    )
     _closed: dict[tuple[str, int], str] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -199,11 +242,13 @@ class MemoryPaillierStore:
         with self._lock:
             return self._keys.setdefault(job_id, (p, q))
 
-    def add_paillier_contribution(self, job_id: str, round_no: int, participant: str) -> None:
+    def add_paillier_contribution(
+        self, job_id: str, round_no: int, participant: str, admitted: frozenset[str]
+    ) -> None:
         with self._lock:
             if (job_id, round_no) in self._closed:
                 raise RoundClosedError(closed_message(job_id, round_no))
-            self._records.setdefault((job_id, round_no), set()).add(participant)
+            self._records.setdefault((job_id, round_no), {}).setdefault(participant, admitted)
 
     def close_paillier_round(
         self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
@@ -215,10 +260,19 @@ class MemoryPaillierStore:
                 if closed == request_sha256:
                     return
                 raise RoundClosedError(closed_message(job_id, round_no))
-            recorded = frozenset(self._records.get((job_id, round_no), set()))
+            admitted = self._records.get((job_id, round_no), {})
+            recorded = frozenset(admitted)
             if recorded != contributors:
                 raise DecryptionRefusedError(
                     mismatch_message(job_id, round_no, recorded, contributors)
+                )
+            outside = first_outside(admitted, contributors)
+            if outside is not None:
+                raise DecryptionRefusedError(
+                    not_admitted_message(
+                        f"job {job_id!r}, Paillier round {round_no}: its contributors",
+                        contributors, *outside,
+                    )
                 )
             released = {frozenset(self._records[key]) for key in self._closed}
             exposed = release_would_expose(released, contributors, min_cohort)
@@ -291,15 +345,30 @@ class PaillierKeyHolder:
                 f"participant {participant!r} is not on the roster of job {job_id!r}."
             )
 
-    def record_contribution(self, job_id: str, round_no: int, participant: str) -> None:
+    def record_contribution(
+        self, job_id: str, round_no: int, participant: str,
+        admitted: Iterable[str] | None = None,
+    ) -> None:
         """Record that ``participant`` (on the roster) contributes to round ``round_no``.
 
-        Idempotent for the same participant. Raises NotOnRosterError, UnknownJobError, or
-        RoundClosedError when the round was decrypted already.
+        ``admitted``: the roster the participant admitted for the job (the service passes
+        the one its notice carries); None where the caller itself set the job's roster (the
+        simulator): that roster. Idempotent for the same participant. Raises
+        NotOnRosterError, UnknownJobError, NotAdmittedError when the job's roster is not
+        within ``admitted``, or RoundClosedError when the round was decrypted already.
         """
         check_int(round_no, name="round_no", owner="record_contribution", low=1)
         self.check_member(job_id, participant)
-        self._store.add_paillier_contribution(job_id, round_no, participant)
+        roster = self._roster(job_id)
+        wanted = roster if admitted is None else frozenset(admitted)
+        if not roster <= wanted:
+            raise NotAdmittedError(
+                not_admitted_message(
+                    f"job {job_id!r}, Paillier round {round_no}: the job's roster here",
+                    roster, participant, wanted,
+                )
+            )
+        self._store.add_paillier_contribution(job_id, round_no, participant, wanted)
 
     def decrypt(self, request: msg.PaillierDecryptRequest) -> msg.PaillierDecryption:
         """Decrypt and decode the aggregate of one round (decryption rule: module docstring).

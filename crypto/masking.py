@@ -36,9 +36,18 @@ keys agreed once per job, s_d would also unmask d's inputs of the earlier rounds
 self-masks the server already rebuilt. A round key is HKDF output, independent of every
 other round's, so no long-term key is ever disclosed and a participant that dropped out of
 one sum can mask the next with the same job keys. The server learns x_u only with every
-pair key of u and b_u^r; an honest neighbour gives one kind, and u's own share is one, so it
-needs at least t − 1 corrupted neighbours of u (the bound
-:func:`crypto.graph.graph_parameters` keeps below 2^-σ). A survivor that dies during
+pair key of u and b_u^r. Every participant answers a round's unmasking under one view only:
+the agent registers its view (survivors, dropouts) at the counting service first, which
+accepts the round's first view alone (``POST /jobs/{id}/unmasking``,
+:meth:`counting.db.CountingStore.register_unmasking`). Under that view u either survived
+(shares of b_u^r are handed out, no pair key of u) or dropped out (its pair keys, no share of
+b_u^r), so honest parties give one kind, and the server needs at least t − 1 corrupted
+neighbours of u (the bound :func:`crypto.graph.graph_parameters` keeps below 2^-σ). Without
+that check a coordinator showing two groups two splits of one round would collect both
+kinds from honest parties alone (u's pair keys and own share from u, told its neighbours
+dropped out; the shares of b_u^r from neighbours told everyone survived): the check assumes
+the counting service is run by another party than the coordinator's operator, and does not
+collude with it. A survivor that dies during
 stage 3 with a dropped neighbour leaves that pair's mask irrecoverable: the sum fails
 loudly (Bonawitz's key reconstruction would have survived it).
 

@@ -422,8 +422,8 @@ def _add_members_parser(actions: Any) -> None:
         "members", help="list, approve or reject members of the counting service",
         description=(
             "The counting operator's membership decisions, on the counting host (they write "
-            "the database of the config file; a running service applies them at its next "
-            "request). A member that joins the federation through the coordinator is only "
+            "the database of the config file; a running service applies them within about a "
+            "second). A member that joins the federation through the coordinator is only "
             "*requested* here: its token is accepted once you approve it, so the "
             "coordinator's operator cannot invent members. Confirm the token's SHA-256 with "
             "the organisation out of band (`fedclust participant identity --token-digest`) "

@@ -68,7 +68,7 @@ from fedclust.participant.fedcref_tasks import FedCRefTasks
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy, accepting
 from fedclust.participant.secure import PeerPins, SecureSession
-from fedclust.participant.terms import require_task
+from fedclust.participant.terms import OwnBounds, require_task
 from fedclust.protocol import messages as msg
 from fedclust.protocol._validation import check_float, check_int
 from fedclust.protocol.errors import RefusedError
@@ -412,7 +412,8 @@ class _InProcessAgents:
     def ask(self, participant: str, spec: msg.TaskSpec) -> msg.Reply:
         local, stages, numbers = self._agents[participant]
         try:  # the agent's check of every task against the job's terms
-            require_task(self._spec, self._spec.algorithm, spec)
+            own = OwnBounds.of(local.declaration, local.n_features)
+            require_task(self._spec, self._spec.algorithm, spec, own)
         except RefusedError as exc:
             return msg.RefusalReply(reason=str(exc))
         task = msg.Task(

@@ -68,10 +68,11 @@ from fedclust.participant.model_tasks import ModelTasks
 from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.rosters import RosterBook
 from fedclust.participant.secure import PeerPins, SecureSession, load_identity
-from fedclust.participant.terms import require_task
+from fedclust.participant.terms import OwnBounds, held_bounds, require_task
 from fedclust.protocol import messages as msg
 from fedclust.protocol.audit_wire import AuditHead
 from fedclust.protocol.blobs import BLOB_KEY, digest, inline
+from fedclust.protocol.declaration import Declaration
 from fedclust.protocol.errors import RefusedError
 from fedclust.protocol.private_files import private_file, write_private
 from fedclust.protocol.rows import Rows, RowSource, largest_magnitude, pin_blas_threads
@@ -94,10 +95,18 @@ _JOBS_IN_MEMORY: Final = 4
 _BLOBS_IN_MEMORY: Final = 16
 _HOLD_TASKS: Final = (msg.HoldLocalFcmTask, msg.HoldKmeansInitTask, msg.HoldKmeansStepTask)
 _REASON_MAX: Final = 2000
+#: The refusal of every task of a job after a protected sum of it was over its bound.
+OVER_BOUND_BEFORE: Final = (
+    "this participant refused a protected sum of this job as over a bound its own "
+    "declaration implies, so its declaration does not hold: it takes no further part in the "
+    "job: refused."
+)
 _JITTER: Final = random.Random()  # retry delays, not secrets
 #: An idle agent anchors its audit log's head at the coordinator at most this often (s).
 AUDIT_ANCHOR_SECONDS: Final = 30.0
-_STATE_VERSION: Final = 2  # 2: the job's declared terms; a version 1 file loads without
+#: 2: the job's declared terms (a version 1 file loads without); 3: the held centers' bounds
+#: and the over-bound mark (a version 2 file loads without).
+_STATE_VERSION: Final = 3
 
 
 class AgentError(Exception):
@@ -122,14 +131,24 @@ class Standardisation:
 class JobState:
     """What the agent remembers of a job across restarts: the terms its declare task carried
     (None before it, or in a state saved before version 2: every later task is then refused
-    until the job is declared again), standardisations, rounds and the secure-sum replay
-    guard."""
+    until the job is declared again), standardisations, rounds, the secure-sum replay guard,
+    the public bounds of the local centers held (``participant.terms.held_bounds``) and
+    whether a protected sum was refused as over its bound (every later task is then refused)."""
 
     standardisations: list[Standardisation] = field(default_factory=list)
     steps: int = 0
     last_step_task: int = -1
     secure_round: int = 0  # the latest secure sum begun (replay guard across restarts)
     terms: msg.JobCreate | None = None
+    held: tuple[float, float] | None = None
+    over_bound: bool = False
+
+    def own_bounds(self, declaration: Declaration, n_features: int) -> OwnBounds:
+        """This participant's public bounds in the job now (``participant.terms``)."""
+        return OwnBounds.of(
+            declaration, n_features, [(s.mean, s.scale) for s in self.standardisations],
+            self.held,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,15 +161,21 @@ class JobState:
             "last_step_task": self.last_step_task,
             "secure_round": self.secure_round,
             "terms": None if self.terms is None else self.terms.model_dump(mode="json"),
+            "held": None if self.held is None else list(self.held),
+            "over_bound": self.over_bound,
         }
 
     @classmethod
     def from_json(cls, doc: Any) -> JobState:
         """Parse a saved state; ValueError when it is not one."""
         try:
-            if doc["version"] not in (1, _STATE_VERSION):
+            if doc["version"] not in (1, 2, _STATE_VERSION):
                 raise ValueError(f"unsupported state version {doc['version']!r}")
             terms = doc.get("terms")
+            held = doc.get("held")
+            over_bound = doc.get("over_bound", False)
+            if not isinstance(over_bound, bool):
+                raise ValueError("over_bound must be true or false")
             return cls(
                 standardisations=[
                     Standardisation(
@@ -164,8 +189,10 @@ class JobState:
                 last_step_task=int(doc["last_step_task"]),
                 secure_round=int(doc.get("secure_round", 0)),
                 terms=None if terms is None else msg.JobCreate.model_validate(terms),
+                held=None if held is None else (float(held[0]), float(held[1])),
+                over_bound=over_bound,
             )
-        except (KeyError, TypeError, ValueError) as exc:  # a ValidationError is a ValueError
+        except (KeyError, TypeError, ValueError, IndexError) as exc:  # ValidationError too
             raise ValueError(f"not a saved job state ({exc})") from None
 
 
@@ -363,7 +390,7 @@ class _Agent:
         self._states = StateStore(config.state_dir)
         self._pins = PeerPins(config.state_dir / "peer-identities.json", config.peers)
         self._rosters = RosterBook(config.state_dir / "rosters.json")
-        self._announced: set[tuple[str, frozenset[str]]] = set()  # (job, cohort) accepted
+        self._announced: set[tuple[str, str]] = set()  # (route, notice) the service accepted
         self._jobs: OrderedDict[str, _Job] = OrderedDict()
         self._blobs: OrderedDict[str, bytes] = OrderedDict()  # by SHA-256, least recent first
         self._anchored_line = 0  # the log's line that recorded the last head sent
@@ -504,6 +531,8 @@ class _Agent:
         except ValueError as exc:
             return msg.RefusalReply(reason=_clip(str(exc)))
         state = job.state
+        if state.over_bound:
+            return msg.RefusalReply(reason=OVER_BOUND_BEFORE, fatal=True)
         if isinstance(spec, msg.ApplyStandardisationTask) and any(
             s.task_id == task.task_id for s in state.standardisations
         ):
@@ -514,9 +543,10 @@ class _Agent:
             else spec.kind
         )
         new_step = step_kind in STEP_KINDS and task.task_id > state.last_step_task
+        own = state.own_bounds(job.local.declaration, job.local.n_features)
         try:
             self._config.policy.require(task.algorithm)
-            self._require_declared(task, state)
+            self._require_declared(task, state, own)
             if new_step:
                 self._config.policy.require_round(state.steps + 1)
         except RefusedError as exc:
@@ -539,12 +569,19 @@ class _Agent:
             )
         if isinstance(reply, msg.RefusalReply):
             log.info("job %s task %d: refused (%s)", task.job_id, task.task_id, reply.reason)
+            if reply.fatal:  # over a bound: the declaration is false, the job is over here
+                state.over_bound = True
+                try:
+                    self._states.save(task.job_id, state)
+                except OSError as exc:
+                    log.error("job %s: cannot save the agent's state (%s)", task.job_id, exc)
             return reply
         if isinstance(spec, _HOLD_TASKS):
             try:
                 self._states.save_held(task.job_id, job.local)
             except OSError as exc:
                 return self._unsaved(task.job_id, "the held centers", exc)
+            state.held = held_bounds(spec, own)
         begins_sum = False
         if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask):
             begins_sum = True
@@ -581,14 +618,15 @@ class _Agent:
                          f"({exc.strerror})")
         )
 
-    def _require_declared(self, task: msg.Task, state: JobState) -> None:
+    def _require_declared(self, task: msg.Task, state: JobState, own: OwnBounds) -> None:
         """The job's declaration and the policy, before anything is computed.
 
         A declare task: the policy must accept the job's protection and the roster rule its
         roster (``participant.rosters``); a job's terms cannot change. Every other task: the
-        job was declared to this agent, the task is one its declared terms allow
-        (``participant.terms``), and a secure sum's cohort lies within its roster. Each
-        refusal depends on the task, the declared terms and the policy only.
+        job was declared to this agent, the task is one its declared terms and this
+        participant's ``own`` declared bounds allow (``participant.terms``), and a secure
+        sum's cohort lies within its roster. Each refusal depends on the task, the declared
+        terms, the participant's own declaration and the policy only.
         """
         spec, policy = task.spec, self._config.policy
         if isinstance(spec, msg.DeclareTask):
@@ -618,28 +656,40 @@ class _Agent:
                 "tasks: refused."
             )
         policy.require_protection(state.terms.protection)  # the policy may have changed since
-        require_task(state.terms, task.algorithm, spec)
+        require_task(state.terms, task.algorithm, spec, own)
         if isinstance(spec, msg.SecureInputTask):
             self._announce_cohort(task.job_id, spec.cohort)
-        elif isinstance(spec, msg.SecureUnmaskTask) and spec.dropped:
-            self._announce_cohort(task.job_id, spec.survivors)
+        elif isinstance(spec, msg.SecureUnmaskTask):
+            self._register_unmasking(task.job_id, spec)
 
     def _announce_cohort(self, job_id: str, cohort: Sequence[str]) -> None:
-        """Before its masked input (or its shares for a sum without those who dropped out),
-        tell the counting service the cohort whose sum the coordinator will unmask, once per
-        distinct cohort of a job: the service's differencing guard refuses a cohort that,
-        with those released before (totals, Paillier rounds, cohorts of any job), would make
-        a statistic of fewer than the minimum cohort derivable — e.g. the survivors of a
-        dropout the coordinator forced after a sum over everyone — and this participant then
-        refuses to contribute."""
-        key = (job_id, frozenset(cohort))
-        if key in self._announced:
-            return
+        """Before its masked input, tell the counting service the cohort whose sum the
+        coordinator will unmask, once per distinct cohort of a job: the service's
+        differencing guard refuses a cohort that, with those released before (totals,
+        Paillier rounds, cohorts of any job), would make a statistic of fewer than the
+        minimum cohort derivable, and this participant then refuses to contribute."""
         self._notify_counting(
             job_id, "cohorts", msg.CohortNotice(job_id=job_id, cohort=sorted(cohort)),
-            kind="cohort_notice", refused="this masked sum's cohort",
+            kind="cohort_notice", refused="this masked sum's cohort", once=True,
         )
-        self._announced.add(key)
+
+    def _register_unmasking(self, job_id: str, spec: msg.SecureUnmaskTask) -> None:
+        """Before answering any unmasking, register its view (survivors, dropouts) of the
+        round at the counting service, once per round: the service accepts the first view of
+        a round only, so a coordinator cannot show two groups two splits of one round and
+        collect this participant's pair keys under the one and its self-mask's shares under
+        the other. The survivors pass the differencing guard as a released cohort (e.g. the
+        survivors of a dropout the coordinator forced after a sum over everyone are
+        refused), and this participant then refuses to answer."""
+        view = msg.UnmaskView(
+            job_id=job_id, setup=spec.setup, round=spec.round,
+            survivors=sorted(spec.survivors), dropped=sorted(spec.dropped),
+        )
+        self._notify_counting(
+            job_id, "unmasking", view, kind="unmask_view", once=True,
+            refused="this masked sum's unmasking (one view of who survived is unmasked per "
+            "round, and its survivors must pass the differencing guard)",
+        )
 
     def _job(self, job_id: str) -> _Job:
         job = self._jobs.get(job_id)
@@ -694,19 +744,26 @@ class _Agent:
         """Tell the counting service this participant contributes to a Paillier sum."""
 
         def announce(round_no: int) -> None:
+            notice = msg.PaillierContribution(
+                job_id=job_id, round=round_no, roster=self._admitted_roster(job_id)
+            )
             self._notify_counting(
-                job_id, "paillier/contributions",
-                msg.PaillierContribution(job_id=job_id, round=round_no),
+                job_id, "paillier/contributions", notice,
                 kind="paillier_contribution", refused="the contribution notice",
             )
 
         return announce
 
     def _notify_counting(
-        self, job_id: str, route: str, notice: BaseModel, *, kind: str, refused: str
+        self, job_id: str, route: str, notice: BaseModel, *, kind: str, refused: str,
+        once: bool = False,
     ) -> None:
         """POST ``notice`` to the counting service's ``/jobs/{job_id}/{route}`` (audited as
-        ``kind``); a refusal raises RefusedError naming what was ``refused``."""
+        ``kind``); a refusal raises RefusedError naming what was ``refused``. ``once``: a
+        notice the service accepted is not sent again (it answers the same one alike)."""
+        key = (route, notice.model_dump_json())
+        if once and key in self._announced:
+            return
         response = self._request(
             self._counting, "POST", f"/jobs/{job_id}/{route}",
             what=f"{kind.replace('_', ' ')} of job {job_id}",
@@ -717,6 +774,16 @@ class _Agent:
                 f"the counting service refused {refused}: "
                 f"HTTP {response.status_code} {_detail(response)}"
             )
+        if once:
+            self._announced.add(key)
+
+    def _admitted_roster(self, job_id: str) -> list[str]:
+        """The roster this agent admitted for ``job_id`` (its declare task's), sorted: what
+        its count and Paillier contributions may be counted over."""
+        roster = self._rosters.admitted(job_id)
+        if roster is None:
+            raise RefusedError(f"job {job_id!r} was never declared to this participant: refused.")
+        return sorted(roster)
 
     def _job_key(self, job_id: str) -> Callable[[], msg.PaillierKey]:
         """The job's Paillier public key as the counting service itself hands it out."""
@@ -739,8 +806,14 @@ class _Agent:
         return fetch
 
     def _count_sink(self, job_id: str) -> Callable[[str, int], None]:
+        """Send N_l to the counting service with the roster this agent admitted for the job
+        (the service refuses it, 409, while its roster of the job is not within that one);
+        a 409 saying the count was reported before is a count the service holds already."""
+
         def sink(name: str, count: int) -> None:
-            report = msg.CountReport(job_id=job_id, count=count)
+            report = msg.CountReport(
+                job_id=job_id, count=count, roster=self._admitted_roster(job_id)
+            )
             response = self._request(
                 self._counting, "POST", f"/jobs/{job_id}/counts",
                 what=f"count report of job {job_id}",
@@ -749,7 +822,7 @@ class _Agent:
             )
             if response.is_success:
                 log.info("job %s: count sent to the counting service", job_id)
-            elif response.status_code == 409:
+            elif response.status_code == 409:  # the only 409: this count is held already
                 log.info("job %s: the counting service already holds this count", job_id)
             else:
                 raise RefusedError(

@@ -222,7 +222,11 @@ def _check_record(text: str, *, seq: int, prev: str | None) -> str | None:
         return "is not JSON"
     if not isinstance(record, dict) or set(record) not in (_KEYS, _SIGNED_KEYS):
         return "is not an audit record (wrong keys)"
-    if canonical(record) != text:
+    try:
+        form = canonical(record)
+    except ValueError:  # NaN or Infinity: JSON has no such number, no line is written with one
+        return "holds a number JSON does not allow (NaN or Infinity; edited by hand?)"
+    if form != text:
         return "is not in canonical form (edited by hand?)"
     if record["seq"] != seq:
         return f"has seq {record['seq']!r}, expected {seq} (a line deleted or moved?)"
@@ -247,9 +251,9 @@ class VerifyReport:
     checked (``missing``) and the last line a receipt names.
 
     ``ok``: no line is broken. ``verified``: ok with both anchors checked — every line signed
-    by the given key and at least one receipt, all matching. An intact chain alone proves
-    nothing against whoever can write the file, so a log that is ok but not verified is
-    *unverified*, not good.
+    by the given key and at least one receipt naming a line compared with it, all matching.
+    An intact chain alone proves nothing against whoever can write the file, so a log that
+    is ok but not verified is *unverified*, not good.
     """
 
     records: int
@@ -288,14 +292,16 @@ def verify(
 ) -> VerifyReport:
     """Check every line of the log and the chain between them; with ``public_key``, every
     line's signature; with ``receipts``, that each line a receipt names is there unchanged.
-    A missing key or no receipt is reported in ``missing`` (the log is then unverified).
+    A missing key, or no receipt naming a line (``seq`` >= 1), is reported in ``missing``
+    (the log is then unverified): a verified log had every such receipt compared with it.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
     """
     wanted: dict[int, list[AuditReceipt]] = {}
     for receipt in receipts:
-        wanted.setdefault(receipt.seq, []).append(receipt)
+        if receipt.seq >= 1:  # a receipt naming no line is never compared: it anchors nothing
+            wanted.setdefault(receipt.seq, []).append(receipt)
     missing: tuple[Anchor, ...] = (
         *(("public_key",) if public_key is None else ()), *(() if wanted else ("receipts",))
     )
@@ -352,10 +358,11 @@ def parse_receipts(doc: Any, source: str) -> list[AuditReceipt]:
     coordinator's ``GET /api/v1/audit/heads/{participant}``).
 
     Raises:
-        ValueError: ``doc`` is not such a list; the message names ``source``.
+        ValueError: ``doc`` is not such a list, or a receipt names no line (``seq`` < 1);
+            the message names ``source``.
     """
     try:
-        return [
+        receipts = [
             AuditReceipt(
                 seq=int(r["seq"]), line_sha256=str(r["line_sha256"]),
                 received_at=str(r.get("received_at", "")),
@@ -367,6 +374,12 @@ def parse_receipts(doc: Any, source: str) -> list[AuditReceipt]:
             f"{source}: not a list of audit receipts ({type(exc).__name__}); expected the "
             "JSON list `fedclust audit receipts` prints"
         ) from None
+    if any(r.seq < 1 for r in receipts):
+        raise ValueError(
+            f"{source}: a receipt names no line of the log (its seq is below 1); lines are "
+            "numbered from 1"
+        )
+    return receipts
 
 
 def public_key_from(value: str) -> bytes:

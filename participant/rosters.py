@@ -71,6 +71,11 @@ class RosterBook:
                     "refused."
                 ) from None
 
+    def admitted(self, job_id: str) -> frozenset[str] | None:
+        """The roster this agent joined ``job_id`` with (None: never declared to it)."""
+        with self._lock:
+            return self._joined.get(job_id)
+
     def require_admitted(self, job_id: str, cohort: Sequence[str] | None = None) -> None:
         """Refuse a task of a job not admitted (whatever the rule: without a declaration
         neither the roster rule nor the job's terms can be checked), or a secure sum whose

@@ -25,17 +25,45 @@ refusal answers no question about the data (a coordinator cannot probe N_l with 
 - its K within the declared ones: a task's centers at most the largest declared K (a sweep
   validates fewer centers when clusters are empty), a ``k`` of seeding or k-FED among the
   declared K, ``local_k``'s range inside ``local_k_range``, FedCRef's local K as declared.
+
+The terms are the coordinator's, so two more rules hold every task to the participant's OWN
+declaration (:class:`OwnBounds`: row_bound R with R/2 < N_l <= R, value_bound B), the rules
+the coordinator's API applies to every declaration (``protocol.bounds``):
+
+- a local clustering with K centers (``local_k``'s k_max, the centers of ``local_fcm`` and
+  ``hold_local_fcm``, ``hold_kmeans_init``'s k, ``kfed_centers``' k_local, the given K of
+  FedCRef's initial k-means) needs N >= K: refused when K > R/2 + 1, the fewest rows the
+  bucket allows (``protocol.bounds.rows_allow_k``);
+- every field of a secure sum (``secure_input``, ``paillier_input``) must be encoded under a
+  bound at least the one :func:`protocol.bounds.field_bounds` gives at N = R and B = the
+  task's B (:func:`encoding_floor`): values true to the declaration then never exceed their
+  bound, so the fatal over-bound refusal (``participant.dispatch.over_bound_refusal``)
+  happens only when the declaration itself is false, and a coordinator cannot learn N_l by
+  moving a bound across it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Final, get_args
 
 from fedclust.crypto.masking import DEFAULT_MIN_COHORT
 from fedclust.protocol import messages as msg
+from fedclust.protocol.bounds import (
+    field_bounds,
+    model_value_bound,
+    rows_allow_k,
+    standardised_bound,
+    task_value_bound,
+)
+from fedclust.protocol.declaration import Declaration
 from fedclust.protocol.errors import RefusedError
 
-__all__ = ["ALGORITHM_KINDS", "MIN_MASKED_GROUP", "SUM_KINDS", "require_task"]
+__all__ = [
+    "ALGORITHM_KINDS", "MIN_MASKED_GROUP", "SUM_KINDS", "OwnBounds", "encoding_floor",
+    "held_bounds", "require_task",
+]
 
 #: The kinds of sum-type statistics (the statistics a secure sum can carry).
 SUM_KINDS: Final[frozenset[str]] = frozenset(
@@ -70,11 +98,82 @@ _STAGES: Final[dict[str, frozenset[str]]] = {
     "none": frozenset(),
 }
 _ALL_STAGES: Final = frozenset().union(*_STAGES.values())
+_HOLD_FCM = msg.HoldLocalFcmTask
+_HOLD_KMEANS = (msg.HoldKmeansInitTask, msg.HoldKmeansStepTask)
 
 
-def require_task(terms: msg.JobCreate, algorithm: str, spec: msg.TaskSpec) -> None:
-    """Refuse a task of algorithm ``algorithm`` that the job's declared ``terms`` do not
-    allow (module docstring); the reason names the rule and public terms only."""
+@dataclass(frozen=True)
+class OwnBounds:
+    """A participant's own public bounds in one job, which its refusals about sizes and
+    magnitudes are a function of (with the task and the terms).
+
+    Attributes:
+        declaration: what it declared (row_bound R, raw value_bound B).
+        n_features: the width of its rows (the federation's schema).
+        value_bound: the bound on the values it holds now: B, or after standardisation
+            ``protocol.bounds.standardised_bound`` of B and the mean and scale applied.
+        held: public bounds of the local centers a hold task keeps (:func:`held_bounds`):
+            their total weight W and the B their objective was computed under; None before.
+    """
+
+    declaration: Declaration
+    n_features: int
+    value_bound: float
+    held: tuple[float, float] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        declaration: Declaration,
+        n_features: int,
+        standardisations: Iterable[tuple[Sequence[float], Sequence[float]]] = (),
+        held: tuple[float, float] | None = None,
+    ) -> OwnBounds:
+        """The bounds after the (mean, scale) ``standardisations`` applied, in order."""
+        bound = declaration.value_bound
+        for mean, scale in standardisations:
+            bound = standardised_bound(bound, mean, scale)
+        return cls(declaration, n_features, bound, held)
+
+
+def held_bounds(spec: msg.TaskSpec, own: OwnBounds) -> tuple[float, float] | None:
+    """The public bounds (W, B) of the local centers a hold task keeps, None for another
+    task: ``hold_local_fcm`` keeps its K centers of weight 1 (W = K) and J_m of its centers
+    (B of that task); the k-means holds keep local means weighted by their counts (W = R)."""
+    if isinstance(spec, _HOLD_FCM):
+        return float(spec.centers.shape[0]), task_value_bound(spec, own.value_bound)
+    if isinstance(spec, _HOLD_KMEANS):
+        return float(own.declaration.row_bound), own.value_bound
+    return None
+
+
+def encoding_floor(
+    terms: msg.JobCreate, statistic: msg.SumTaskSpec, own: OwnBounds
+) -> dict[str, float]:
+    """The least bound each field of ``statistic`` can need at this participant:
+    ``protocol.bounds.field_bounds`` at N = its R and B = the task's B (for 'fedcref' the
+    job's model bound, as the coordinator's), for the center statistics raised to the held
+    centers' B, with W their total weight (R before a hold)."""
+    if terms.algorithm == "fedcref":
+        bound = model_value_bound(terms)
+    else:
+        bound = task_value_bound(statistic, own.value_bound)
+    if isinstance(statistic, msg.CenterSumsTask | msg.CenterScatterTask):
+        weight, held = own.held or (float(own.declaration.row_bound), own.value_bound)
+        bound = max(bound, held)
+        statistic = statistic.model_copy(update={"weight_bound": weight})
+    return field_bounds(
+        statistic, n_features=own.n_features, max_rows=own.declaration.row_bound,
+        value_bound=bound,
+    )
+
+
+def require_task(
+    terms: msg.JobCreate, algorithm: str, spec: msg.TaskSpec, own: OwnBounds
+) -> None:
+    """Refuse a task of algorithm ``algorithm`` that the job's declared ``terms`` or this
+    participant's ``own`` bounds do not allow (module docstring); the reason names the rule
+    and public numbers only."""
     if algorithm != terms.algorithm:
         raise RefusedError(
             f"the job declared algorithm {terms.algorithm!r}; a task of {algorithm!r} is not "
@@ -86,9 +185,10 @@ def require_task(terms: msg.JobCreate, algorithm: str, spec: msg.TaskSpec) -> No
                 f"a {spec.kind!r} stage is not part of a job of protection {terms.protection!r}"
             )
         if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask):
-            _require_kind(terms, spec.statistic)
+            _require_kind(terms, spec.statistic, own)
+            _require_encoding(terms, spec, own)
         return
-    _require_kind(terms, spec)
+    _require_kind(terms, spec, own)
     if spec.kind in SUM_KINDS and terms.protection != "none" and not _small_group(spec):
         raise _refusal(
             f"a bare {spec.kind!r} sum would reach the coordinator in the clear, but the job "
@@ -96,8 +196,38 @@ def require_task(terms: msg.JobCreate, algorithm: str, spec: msg.TaskSpec) -> No
         )
 
 
-def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec) -> None:
-    """The kind and the K of one computation against the terms."""
+def _require_encoding(
+    terms: msg.JobCreate, spec: msg.SecureInputTask | msg.PaillierInputTask, own: OwnBounds
+) -> None:
+    """Every field's bound at least its :func:`encoding_floor`."""
+    floor = encoding_floor(terms, spec.statistic, own)
+    for e in spec.encoding:
+        need = floor.get(e.name)
+        if need is not None and e.bound < need:
+            raise RefusedError(
+                f"field {e.name!r} of a {spec.statistic.kind!r} sum is encoded under bound "
+                f"{e.bound!r}, below {need!r}, the least this participant's declared "
+                f"{own.declaration.describe_rows()} and value bound {own.value_bound!r} can "
+                "need: refused (a bound is checked against the declaration, never the rows)."
+            )
+
+
+def _local_k(spec: msg.TaskSpec) -> int | None:
+    """The K of the local clustering a task runs on the rows, None for another task."""
+    match spec:
+        case msg.LocalKTask(k_max=k) | msg.HoldKmeansInitTask(k=k) | msg.KfedCentersTask(
+            k_local=k
+        ):
+            return k
+        case msg.LocalFcmTask(centers=centers) | msg.HoldLocalFcmTask(centers=centers):
+            return centers.shape[0] if centers.shape else 0
+        case msg.FedCRefInitTask(initial="kmeans", k=int(k)):
+            return k
+    return None
+
+
+def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> None:
+    """The kind and the K of one computation against the terms and the declaration."""
     if spec.kind not in ALGORITHM_KINDS[terms.algorithm]:
         raise _refusal(f"a {terms.algorithm!r} job sends no {spec.kind!r} task")
     match spec:
@@ -121,6 +251,15 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec) -> None:
             if (k, k_max) != (params.local_k, params.k_max):
                 raise _refusal("a 'fedcref_init' task's local K differs from the job's local_k "
                                "and k_max")
+    k_local = _local_k(spec)
+    if k_local is not None and not rows_allow_k(own.declaration, k_local):
+        raise RefusedError(
+            f"a {spec.kind!r} task clusters the local rows into up to {k_local} clusters, "
+            f"which needs {k_local} rows; this participant declares "
+            f"{own.declaration.describe_rows()}, so it refuses any K above "
+            f"{own.declaration.min_rows} (a rule on the declared bucket, never the rows): "
+            "refused."
+        )
     centers = getattr(spec, "centers", None)
     if isinstance(centers, msg.WireArray) and centers.shape:
         axis = 1 if isinstance(spec, msg.CenterSumsTask | msg.CenterScatterTask) else 0

@@ -11,8 +11,13 @@ refuses, before the body is read or parsed:
 - a body over its route's limit (413): ``routes`` gives small limits to small messages
   (enrolment, audit heads), every other route has ``max_bytes``;
 - a large body (over :data:`LARGE_BODY_BYTES`, or of undeclared length) from a caller that
-  already has ``uploads_in_flight`` large bodies in flight (429, ``Retry-After``): one
-  identity holds at most that many times ``max_bytes`` of the service's memory at once.
+  already has ``uploads_in_flight`` large bodies in flight, or a smaller body from one that
+  has :data:`SMALL_UPLOADS_IN_FLIGHT` of those in flight (429, ``Retry-After``): the bodies of
+  one accepted caller in the app at once total at most ``uploads_in_flight × max_bytes +
+  SMALL_UPLOADS_IN_FLIGHT × LARGE_BODY_BYTES``. A body on a ``public`` route, or on any
+  route where the app passes no ``caller``, is bounded by its route's limit per request only;
+- a body whose caller cannot be determined because the service failed (its database locked,
+  say): 503 with ``Retry-After``, the failure logged.
 
 Every such refusal closes the connection (``Connection: close``): the server would otherwise
 go on reading, and discarding, the rest of the body before the next request on it, which
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 import threading
 from collections import Counter
@@ -38,8 +44,8 @@ if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
-    "LARGE_BODY_BYTES", "PARSE_AHEAD_BYTES", "UPLOADS_IN_FLIGHT", "BodySizeLimit", "RouteLimit",
-    "bearer_token", "deferred_body_protocol",
+    "LARGE_BODY_BYTES", "PARSE_AHEAD_BYTES", "SMALL_UPLOADS_IN_FLIGHT", "UPLOADS_IN_FLIGHT",
+    "BodySizeLimit", "RouteLimit", "bearer_token", "deferred_body_protocol",
 ]
 
 #: ``(method, path pattern, max bytes)``: the pattern must match the whole request path.
@@ -49,10 +55,17 @@ RouteLimit = tuple[str, str, int]
 LARGE_BODY_BYTES: Final = 1024 * 1024
 #: The default number of large uploads one caller may have in flight at once.
 UPLOADS_IN_FLIGHT: Final = 2
+#: The number of bodies of at most :data:`LARGE_BODY_BYTES` one caller may have in flight.
+SMALL_UPLOADS_IN_FLIGHT: Final = 32
 #: The most bytes after a request's head that the server parses before its app has run once.
 PARSE_AHEAD_BYTES: Final = 8 * 1024
 _RETRY_AFTER_SECONDS: Final = 1
 _CLOSE: Final = (b"connection", b"close")
+_UNAVAILABLE: Final = (
+    b'{"detail":"the service cannot authenticate requests right now; try again later"}'
+)
+
+log = logging.getLogger(__name__)
 
 
 class _TooLargeError(Exception):
@@ -78,9 +91,10 @@ class BodySizeLimit:
     request's principal, from its scope: a hashable identity, or ``HTTPException`` 401/403),
     a request that declares a body (a nonzero Content-Length, or Transfer-Encoding) on a route
     not in ``public`` (``(method, path pattern)`` pairs) is answered with the exception's
-    status and detail and its body is never read unless ``caller`` accepts it; an accepted
-    caller may have at most ``uploads_in_flight`` large bodies (:data:`LARGE_BODY_BYTES`) in
-    the app at once. Every refusal closes the connection.
+    status and detail and its body is never read unless ``caller`` accepts it (any other
+    error of ``caller``: 503); an accepted caller may have at most ``uploads_in_flight`` large
+    bodies (:data:`LARGE_BODY_BYTES`) and :data:`SMALL_UPLOADS_IN_FLIGHT` others in the app at
+    once. Every refusal closes the connection.
     """
 
     def __init__(
@@ -103,7 +117,7 @@ class BodySizeLimit:
         self.caller = caller
         self.public = [(m.upper(), re.compile(p)) for m, p in public]
         self.uploads_in_flight = uploads_in_flight
-        self._in_flight: Counter[Hashable] = Counter()
+        self._in_flight: Counter[tuple[Hashable, bool]] = Counter()  # (caller, large)
         self._lock = threading.Lock()  # TestClients may drive one app from several loops
 
     def _public(self, method: str, path: str) -> bool:
@@ -116,10 +130,10 @@ class BodySizeLimit:
                 return max_bytes
         return self.max_bytes
 
-    def in_flight(self, caller: Hashable) -> int:
-        """How many large bodies of ``caller`` the app is handling now."""
+    def in_flight(self, caller: Hashable, *, large: bool = True) -> int:
+        """How many large (else smaller) bodies of ``caller`` the app is handling now."""
         with self._lock:
-            return self._in_flight[caller]
+            return self._in_flight[caller, large]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -140,34 +154,45 @@ class BodySizeLimit:
                 await _answer(send, exc.status_code, _detail(exc.detail),
                               list((exc.headers or {}).items()))
                 return
+            except Exception:  # the service failed, not the caller: 503, the body unread
+                log.exception("body guard: the caller of %s %s could not be determined; "
+                              "answered 503", method, path)
+                await _answer(send, 503, _UNAVAILABLE,
+                              [("Retry-After", str(_RETRY_AFTER_SECONDS))])
+                return
         max_bytes = self.limit(method, path)
         if length is not None and length > max_bytes:
             await self._refuse(send, max_bytes)
             return
-        large = has_body and (length is None or length > LARGE_BODY_BYTES)
-        if large and principal is not None and not self._admit(principal):
+        share = (principal, has_body and (length is None or length > LARGE_BODY_BYTES))
+        if principal is not None and not self._admit(share):
             await _answer(
                 send, 429,
-                b'{"detail":"at most %d uploads over %d bytes at once per caller; send this '
-                b'one when another has finished"}' % (self.uploads_in_flight, LARGE_BODY_BYTES),
+                b'{"detail":"at most %d uploads %s %d bytes at once per caller; send this '
+                b'one when another has finished"}' % (
+                    (self.uploads_in_flight, b"over", LARGE_BODY_BYTES) if share[1]
+                    else (SMALL_UPLOADS_IN_FLIGHT, b"of at most", LARGE_BODY_BYTES)
+                ),
                 [("Retry-After", str(_RETRY_AFTER_SECONDS))],
             )
             return
         try:
             await self._forward(scope, receive, send, max_bytes)
         finally:
-            if large and principal is not None:
+            if principal is not None:
                 with self._lock:
-                    self._in_flight[principal] -= 1
-                    if not self._in_flight[principal]:
-                        del self._in_flight[principal]
+                    self._in_flight[share] -= 1
+                    if not self._in_flight[share]:
+                        del self._in_flight[share]
 
-    def _admit(self, principal: Hashable) -> bool:
-        """Count one more large upload of ``principal``, unless it has its share in flight."""
+    def _admit(self, share: tuple[Hashable, bool]) -> bool:
+        """Count one more upload of a ``(caller, large)`` kind, unless that caller has its
+        share of that kind in flight."""
+        limit = self.uploads_in_flight if share[1] else SMALL_UPLOADS_IN_FLIGHT
         with self._lock:
-            if self._in_flight[principal] >= self.uploads_in_flight:
+            if self._in_flight[share] >= limit:
                 return False
-            self._in_flight[principal] += 1
+            self._in_flight[share] += 1
             return True
 
     async def _forward(self, scope: Any, receive: Any, send: Any, max_bytes: int) -> None:

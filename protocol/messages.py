@@ -926,11 +926,16 @@ class Contribution(_Strict):
 
 # -- counting service ---------------------------------------------------------------------------
 class CountReport(_Strict):
-    """A participant's N_l for one job, sent to the counting service only."""
+    """A participant's N_l for one job, sent to the counting service only, with the roster
+    it admitted for the job (its declare task's): the service refuses the count (409) while
+    its own roster of the job is not within it (none given: nothing is within it), and never
+    releases a total over a roster outside it, so a coordinator cannot count it among
+    members it did not admit."""
 
     protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     count: int = Field(ge=1, le=MAX_WIRE_INT)
+    roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
 
 
 class CountRoster(_Strict):
@@ -951,11 +956,15 @@ class CountTotal(_Strict):
 
 
 class PaillierContribution(_Strict):
-    """A participant tells the counting service it contributes to Paillier sum ``round``."""
+    """A participant tells the counting service it contributes to Paillier sum ``round``,
+    with the roster it admitted for the job: refused (409) while the service's roster of the
+    job is not within it (none given: nothing is), and the round is decrypted only over
+    contributors within every contributor's admitted roster."""
 
     protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
+    roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
 
 
 class CohortNotice(_Strict):
@@ -968,6 +977,23 @@ class CohortNotice(_Strict):
     protocol_version: Literal[2] = PROTOCOL_VERSION
     job_id: Identifier
     cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
+
+
+class UnmaskView(_Strict):
+    """A participant registers the view of masked sum ``round`` (key setup ``setup``) it is
+    asked to unmask: who survived, who dropped out. The counting service keeps the first
+    view of each round and answers 204 to that very view only (409 to any other), so a
+    coordinator cannot show two groups two splits of one round and collect, from the one,
+    a participant's pair keys and, from the other, the shares of its self-mask. The
+    survivors also pass the differencing guard as a released cohort, as a
+    :class:`CohortNotice` does."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    setup: int = Field(ge=1, le=MAX_WIRE_INT)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    survivors: Cohort = Field(min_length=1)
+    dropped: Cohort
 
 
 class PaillierDecryptRequest(_Strict):

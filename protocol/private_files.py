@@ -13,6 +13,7 @@ parent); a file written here replaces the old one and so gets mode 0600.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,20 +72,52 @@ def private_file(path: Path, *, exclusive: bool = False) -> Iterator[BinaryIO]:
     """A binary handle whose content becomes ``path`` (mode 0600, missing folders 0700) when
     the block ends without an error; after an error ``path`` is as it was.
 
+    The content goes to a new temporary file of a unique name beside ``path`` (created
+    exclusively: a link planted there is never followed, two writers never share one), is
+    synced to disk and renamed over ``path``; then the folder is synced (where it can be).
+
     ``exclusive``: write ``path`` itself, only if it does not exist (else FileExistsError),
     for a file that must never be replaced, such as a newly generated key.
     """
     private_folder(path.parent)
-    target = path if exclusive else path.with_name(path.name + ".tmp")
-    fd = _open_private(target, os.O_EXCL if exclusive else os.O_TRUNC)
+    fd, target = (_open_private(path, os.O_EXCL), path) if exclusive else _temporary(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        if not exclusive:
+            os.replace(target, path)
     except BaseException:
         target.unlink(missing_ok=True)
         raise
-    if not exclusive:
-        os.replace(target, path)
+    _sync_folder(path.parent)
+
+
+def _temporary(path: Path) -> tuple[int, Path]:
+    """A new empty file of a unique name beside ``path``, mode 0600, created exclusively."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp asks for 0600, which the umask may narrow
+    except OSError:
+        os.close(fd)
+        os.unlink(name)
+        raise
+    return fd, Path(name)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable, where the platform allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the rename stands all the same
+    finally:
+        os.close(fd)
 
 
 def write_private(path: Path, data: bytes | str) -> None:

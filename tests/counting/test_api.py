@@ -61,15 +61,22 @@ def put_roster(s: Service, job: str, members: list[str]) -> httpx.Response:
     )
 
 
-def report(s: Service, job: str, participant: str, count: int) -> httpx.Response:
+#: The roster a participant admitted, where a test is not about it: everyone enrolled, so
+#: any roster of the service lies within it.
+EVERYONE = sorted(TOKENS)
+
+
+def report(
+    s: Service, job: str, participant: str, count: int, admitted: list[str] = EVERYONE
+) -> httpx.Response:
     return s.as_(TOKENS[participant]).post(
-        f"/jobs/{job}/counts", json={"job_id": job, "count": count}
+        f"/jobs/{job}/counts", json={"job_id": job, "count": count, "roster": admitted}
     )
 
 
 ROUTES = [
     ("PUT", "/jobs/j/roster", {"job_id": "j", "participants": ["p0", "p1", "p2"]}),
-    ("POST", "/jobs/j/counts", {"job_id": "j", "count": 5}),
+    ("POST", "/jobs/j/counts", {"job_id": "j", "count": 5, "roster": EVERYONE}),
     ("GET", "/jobs/j/total", None),
 ]
 
@@ -92,7 +99,9 @@ def test_a_token_of_the_wrong_role_gets_403(service: Service) -> None:
     ).status_code == 403
     assert participant.get("/jobs/j/total").status_code == 403
     coordinator = service.as_(COORDINATOR)
-    response = coordinator.post("/jobs/j/counts", json={"job_id": "j", "count": 5})
+    response = coordinator.post(
+        "/jobs/j/counts", json={"job_id": "j", "count": 5, "roster": EVERYONE}
+    )
     assert response.status_code == 403
     assert "only a participant" in response.json()["detail"]
 
@@ -141,14 +150,17 @@ def test_a_second_report_is_refused_with_409(service: Service) -> None:
 def test_bad_bodies_get_422_without_echoing_the_value(service: Service) -> None:
     put_roster(service, "j", ["p0", "p1", "p2"])
     client = service.as_(TOKENS["p0"])
-    negative = client.post("/jobs/j/counts", json={"job_id": "j", "count": -987654})
+    def post(**body: object) -> httpx.Response:
+        return client.post("/jobs/j/counts", json={"roster": EVERYONE} | body)
+
+    negative = post(job_id="j", count=-987654)
     assert negative.status_code == 422
     assert "987654" not in negative.text
-    extra = client.post("/jobs/j/counts", json={"job_id": "j", "count": 3, "n_l": 3})
+    extra = post(job_id="j", count=3, n_l=3)
     assert extra.status_code == 422
-    other_job = client.post("/jobs/j/counts", json={"job_id": "k", "count": 3})
+    other_job = post(job_id="k", count=3)
     assert other_job.status_code == 422
-    huge = client.post("/jobs/j/counts", json={"job_id": "j", "count": 2**60})
+    huge = post(job_id="j", count=2**60)
     assert huge.status_code == 422
     assert str(2**60) not in huge.text
     assert report(service, "j", "p0", 3).status_code == 202  # nothing was stored before

@@ -37,16 +37,18 @@ def test_an_unauthenticated_50_mb_body_is_refused_unread(
 
 
 def test_a_count_report_has_a_small_limit(service: Service) -> None:
+    """1 MiB: a count and the admitted roster (up to 10,000 identifiers)."""
     headers = {"Authorization": f"Bearer {TOKENS['p0']}"}
     response = call(service.app, "POST", "/api/v1/jobs/j/counts", headers=headers,
-                    body_bytes=4097)
+                    body_bytes=MIB + 1)
     assert (response.status, response.consumed) == (413, 0)
 
 
 @pytest.mark.parametrize(
     ("path", "token", "body"),
-    [("/jobs/j/counts", TOKENS["p0"], {"job_id": "j", "count": 2**70}),
-     ("/jobs/j/paillier/contributions", TOKENS["p0"], {"job_id": "j", "round": 2**64})],
+    [("/jobs/j/counts", TOKENS["p0"], {"job_id": "j", "count": 2**70, "roster": ["p0"]}),
+     ("/jobs/j/paillier/contributions", TOKENS["p0"],
+      {"job_id": "j", "round": 2**64, "roster": ["p0"]})],
     ids=["count", "round"],
 )
 def test_integers_beyond_64_bits_are_422(

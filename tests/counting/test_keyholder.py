@@ -11,6 +11,7 @@ from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import (
     DecryptionRefusedError,
     MemoryPaillierStore,
+    NotAdmittedError,
     NotOnRosterError,
     PaillierKeyHolder,
     RoundClosedError,
@@ -202,3 +203,25 @@ def test_the_store_keeps_the_key_and_the_records(database_url: str) -> None:
     with pytest.raises(RoundClosedError):
         PaillierKeyHolder(reopened, bits=BITS).decrypt(request(second, ["p0", "p1", "p2"]))
     reopened.close()
+
+
+
+def test_a_round_lies_within_every_contributors_admitted_roster(pair: PaillierKeyPair) -> None:
+    """Members the coordinator invents (issue 20): p0 admitted [p0, p1, p2]. Its
+    contribution is refused while the job's roster here is not within that; once it was
+    recorded, the roster swapped for [p0, p1, p3] and p1, p3 recorded under it, the round
+    summing p0 with p3 is not decrypted."""
+    store = MemoryPaillierStore.with_rosters({JOB: ROSTER})
+    store.add_paillier_key(JOB, int(pair.private_key.p), int(pair.private_key.q))
+    holder = PaillierKeyHolder(store, bits=BITS)
+    admitted = ["p0", "p1", "p2"]
+    with pytest.raises(NotAdmittedError, match="not within the roster participant 'p0'"):
+        holder.record_contribution(JOB, 1, "p0", admitted)
+    store.put_roster(JOB, admitted)
+    holder.record_contribution(JOB, 1, "p0", admitted)
+    swapped = ["p0", "p1", "p3"]
+    store.put_roster(JOB, swapped)
+    for p in ("p1", "p3"):
+        holder.record_contribution(JOB, 1, p, swapped)
+    with pytest.raises(DecryptionRefusedError, match="roster participant 'p0' admitted"):
+        holder.decrypt(request(holder, swapped))

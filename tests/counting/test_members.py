@@ -3,15 +3,21 @@ approves (``fedclust counter members approve``), the coordinator may revoke."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from fedclust.cli import main
 from fedclust.counting.app import create_app
 from fedclust.counting.db import CountingStore
-from fedclust.counting.members import Members
+from fedclust.counting.members import REFRESH_SECONDS, Members
+from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.tokens import token_sha256
 from tests.counting.test_api import COORDINATOR, TOKENS, Service, put_roster, settings_for
 
@@ -25,9 +31,38 @@ def service(tmp_path: Path) -> Iterator[Service]:
     s.close()
 
 
+def _eventually(check: Callable[[], bool], seconds: float = 5.0) -> bool:
+    """Whether ``check`` holds within ``seconds`` (asked every 50 ms)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, store: CountingStore) -> list[str]:
+    """The names of the membership reads ``store`` is asked for, as they happen."""
+    reads: list[str] = []
+
+    def spied(name: str) -> Callable[[], Any]:
+        real = getattr(store, name)
+
+        def read() -> Any:
+            reads.append(name)
+            return real()
+        return read
+
+    for name in ("memberships", "membership_requests"):
+        monkeypatch.setattr(store, name, spied(name))
+    return reads
+
+
 def _count(s: Service, tok: str) -> int:
     """A count for a job without roster: 403 for a member (not on it), 401 for a stranger."""
-    response = s.as_(tok).post("/jobs/none/counts", json={"job_id": "none", "count": 1})
+    response = s.as_(tok).post(
+        "/jobs/none/counts", json={"job_id": "none", "count": 1, "roster": ["p0", "p1", "p2"]}
+    )
     status: int = response.status_code
     return status
 
@@ -121,7 +156,8 @@ def test_memberships_survive_a_restart(tmp_path: Path) -> None:
 def test_the_cli_approves_for_a_running_service(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`fedclust counter members` writes the database; the running app sees it at once."""
+    """`fedclust counter members` writes the database; the running app sees it within about
+    a second (its snapshot of the memberships is reread once older than REFRESH_SECONDS)."""
     db = tmp_path / "counting.db"
     config = tmp_path / "counting.toml"
     participants = "".join(
@@ -145,12 +181,160 @@ def test_the_cli_approves_for_a_running_service(
         assert "another token" in capsys.readouterr().err
         assert _count(running, NEW_TOKEN) == 401
         assert main(["counter", "members", "approve", "p9", "--config", str(config)]) == 0
-        assert _count(running, NEW_TOKEN) == 403
+        # A roster naming it is accepted at once (a miss rereads the store), its token
+        # within about a second (the snapshot's age).
+        assert put_roster(running, "right-after", ["p0", "p1", "p9"]).status_code == 204
+        assert _eventually(lambda: _count(running, NEW_TOKEN) == 403)
         assert main(["counter", "members", "reject", "p9", "--config", str(config)]) == 2
     finally:
         running.close()
     store = CountingStore(f"sqlite:///{db}")
     try:
         assert store.membership_requests() == {}
+    finally:
+        store.close()
+
+
+def test_a_large_roster_and_junk_tokens_read_no_memberships_per_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 1,000-member roster was checked with one read of the memberships table per member
+    (under the store's lock), and every request with a body and an unknown token read it in
+    the body guard, on the event loop. Checks read a snapshot: the store is read at most once
+    per REFRESH_SECONDS, however many members and requests."""
+    ids = [f"member-{i:04d}" for i in range(1000)]
+    settings = CountingSettings(
+        coordinator_token_sha256=token_sha256(COORDINATOR),
+        participants=tuple(
+            ParticipantCredential(id=p, token_sha256=token_sha256(f"token-of-{p}")) for p in ids
+        ),
+        database_url=f"sqlite:///{tmp_path / 'counting.db'}",
+    )
+    s = Service(create_app(settings))
+    try:
+        assert _put(s, COORDINATOR, "asked-for", token_sha256(NEW_TOKEN)) == 202
+        reads = _spy(monkeypatch, s.app.state.store)
+        started = time.monotonic()
+        assert put_roster(s, "big", ids).status_code == 204
+        refused = put_roster(s, "bigger", [*ids, "asked-for", *(f"x{i}" for i in range(500))])
+        assert refused.status_code == 422 and "'asked-for' await(s)" in refused.text
+        for i in range(200):
+            assert _count(s, f"junk-{i}") == 401
+        refreshes = (time.monotonic() - started) / REFRESH_SECONDS + 1
+        assert len(reads) <= 2 * refreshes  # both tables once per refresh, not per member
+    finally:
+        s.close()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _elsewhere(db: str) -> None:
+    """Another process (the CLI) approves p9's request in the database."""
+    other = CountingStore(db)
+    try:
+        other.request_membership("p9", token_sha256(NEW_TOKEN))
+        other.approve_membership("p9", None)
+    finally:
+        other.close()
+
+
+def test_the_snapshot_is_reread_lazily_at_most_once_per_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite:///{tmp_path / 'counting.db'}"
+    store = CountingStore(db)
+    clock = _Clock()
+    try:
+        reads = _spy(monkeypatch, store)
+        members = Members(settings_for(db), store, clock=clock)
+        assert len(reads) == 2
+        _elsewhere(db)
+        clock.now = REFRESH_SECONDS / 2
+        assert [members.is_member(p) for _ in range(100) for p in ("p0", "p9")].count(True) == 100
+        assert len(reads) == 2  # fresh enough: no read, p9 not seen yet
+        clock.now = REFRESH_SECONDS
+        assert members.is_member("p9") and len(reads) == 4  # the first stale check rereads
+        assert all(members.is_member("p9") for _ in range(100)) and len(reads) == 4
+        # In-process changes apply at once, without a read.
+        members.revoke("p9")
+        assert not members.is_member("p9") and len(reads) == 4
+    finally:
+        store.close()
+
+
+def test_one_check_rereads_while_the_others_keep_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite:///{tmp_path / 'counting.db'}"
+    store = CountingStore(db)
+    clock = _Clock()
+    members = Members(settings_for(db), store, clock=clock)
+    entered, release = threading.Event(), threading.Event()
+    read = store.memberships
+    reads: list[str] = []
+
+    def slow_read() -> dict[str, str | None]:
+        reads.append("memberships")
+        entered.set()
+        release.wait(10)
+        return read()
+
+    monkeypatch.setattr(store, "memberships", slow_read)
+    try:
+        _elsewhere(db)
+        clock.now = REFRESH_SECONDS
+        rereading = threading.Thread(target=members.is_member, args=("p0",))
+        rereading.start()
+        assert entered.wait(10)
+        # While it reads, others answer from the snapshot they have, without a read.
+        assert [members.is_member("p9") for _ in range(50)] == [False] * 50
+        assert reads == ["memberships"]
+        release.set()
+        rereading.join(10)
+        assert members.is_member("p9") and reads == ["memberships"]
+    finally:
+        release.set()
+        store.close()
+
+
+def test_a_failed_reread_keeps_the_last_snapshot_for_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = f"sqlite:///{tmp_path / 'counting.db'}"
+    store = CountingStore(db)
+    clock = _Clock()
+    members = Members(settings_for(db), store, clock=clock)
+    failures: list[str] = []
+
+    def locked() -> dict[str, str | None]:
+        failures.append("memberships")
+        raise OperationalError("SELECT", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(store, "memberships", locked)
+    try:
+        clock.now = REFRESH_SECONDS
+        assert members.is_member("p0") and len(failures) == 1
+        assert members.is_member("p0") and len(failures) == 1  # not again before a second
+        clock.now = 2 * REFRESH_SECONDS
+        assert members.is_member("p0") and len(failures) == 2
+    finally:
+        store.close()
+
+
+def test_membership_reads_do_not_wait_for_the_stores_write_lock(tmp_path: Path) -> None:
+    """Each read has its own session and pooled connection: a long write (the store's lock
+    held) does not hold up the snapshot's reread."""
+    store = CountingStore(f"sqlite:///{tmp_path / 'counting.db'}")
+    try:
+        with ThreadPoolExecutor(2) as pool, store._lock:
+            memberships = pool.submit(store.memberships)
+            requests = pool.submit(store.membership_requests)
+            assert memberships.result(timeout=10) == requests.result(timeout=10) == {}
     finally:
         store.close()

@@ -25,6 +25,7 @@ def test_operation_ids_and_tags_are_stable() -> None:
         "report_count": ["counts"],
         "get_total": ["counts"],
         "announce_cohort": ["counts"],
+        "register_unmasking": ["counts"],
         "get_paillier_key": ["paillier"],
         "report_paillier_contribution": ["paillier"],
         "paillier_decrypt": ["paillier"],

@@ -72,9 +72,12 @@ def service(tmp_path: Path) -> Iterator[Service]:
     s.close()
 
 
-def contribute(s: Service, who: str, round_no: int = 1) -> httpx.Response:
+def contribute(
+    s: Service, who: str, round_no: int = 1, admitted: list[str] = ROSTER
+) -> httpx.Response:
     return s.as_(TOKENS[who]).post(
-        f"/jobs/{JOB}/paillier/contributions", json={"job_id": JOB, "round": round_no}
+        f"/jobs/{JOB}/paillier/contributions",
+        json={"job_id": JOB, "round": round_no, "roster": admitted},
     )
 
 
@@ -97,7 +100,7 @@ def aggregate(
 
 ROUTES = [
     ("GET", f"/jobs/{JOB}/paillier-key", None),
-    ("POST", f"/jobs/{JOB}/paillier/contributions", {"job_id": JOB, "round": 1}),
+    ("POST", f"/jobs/{JOB}/paillier/contributions", {"job_id": JOB, "round": 1, "roster": ROSTER}),
     ("POST", f"/jobs/{JOB}/paillier/decrypt", {}),
 ]
 
@@ -114,7 +117,7 @@ def test_every_paillier_route_needs_a_known_token(
 def test_roles_and_rosters_are_enforced(service: Service) -> None:
     # The coordinator may not announce a contribution; a participant may not decrypt.
     r = service.as_(COORDINATOR).post(
-        f"/jobs/{JOB}/paillier/contributions", json={"job_id": JOB, "round": 1}
+        f"/jobs/{JOB}/paillier/contributions", json={"job_id": JOB, "round": 1, "roster": ROSTER}
     )
     assert r.status_code == 403
     request = aggregate(service, ["p0", "p1", "p2"])
@@ -129,7 +132,8 @@ def test_roles_and_rosters_are_enforced(service: Service) -> None:
     # No roster, no key; a body for another job is refused.
     assert service.as_(COORDINATOR).get("/jobs/other/paillier-key").status_code == 404
     r = service.as_(TOKENS["p0"]).post(
-        f"/jobs/{JOB}/paillier/contributions", json={"job_id": "other", "round": 1}
+        f"/jobs/{JOB}/paillier/contributions",
+        json={"job_id": "other", "round": 1, "roster": ROSTER},
     )
     assert r.status_code == 422
 
@@ -193,3 +197,31 @@ def test_the_key_survives_a_restart_and_the_private_key_is_never_logged(
     second.close()
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "decrypted" in logged and str(p) not in logged and str(q) not in logged
+
+
+def test_a_round_is_decrypted_only_within_every_contributors_admitted_roster(
+    service: Service,
+) -> None:
+    """Issue 20, members the coordinator invents, for Paillier: p0 admitted the job's roster
+    p0..p3; the coordinator then swaps the roster here for [p0, p3, p4] (p3 and p4 its
+    own) so that the round would sum p0 with them. p0's contribution is refused once the
+    roster is not within what it admitted, and a round it contributed to before the swap is
+    not decrypted over the others' roster."""
+    coordinator = service.coordinator()
+    key = public_key_of(coordinator.paillier_key(JOB))
+    assert contribute(service, "p0").status_code == 202  # admitted ROSTER, the roster here
+    swapped = ["p0", "p3", "p4"]
+    body = {"job_id": JOB, "participants": swapped}
+    assert service.as_(COORDINATOR).put(f"/jobs/{JOB}/roster", json=body).status_code == 204
+    refused = contribute(service, "p0", round_no=2)
+    assert refused.status_code == 409
+    assert "is not within the roster participant 'p0' admitted" in refused.json()["detail"]
+    for p in ("p3", "p4"):
+        assert contribute(service, p, admitted=swapped).status_code == 202
+    vectors = [encrypt_vector(key, VALUES[p], SPEC) for p in swapped]
+    request = msg.PaillierDecryptRequest(
+        job_id=JOB, round=1, contributors=swapped,
+        vectors={"total": msg.EncryptedField.model_validate(add(vectors).to_dict())},
+    )
+    with pytest.raises(DecryptionRefusedError, match="roster participant 'p0' admitted"):
+        coordinator.paillier_decrypt(request)

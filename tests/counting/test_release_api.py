@@ -56,7 +56,7 @@ def run_job(s: Service, job: str, roster: Sequence[str]) -> tuple[int, str | int
     body = {"job_id": job, "participants": list(roster)}
     assert coordinator.put(f"/jobs/{job}/roster", json=body).status_code == 204
     for p in roster:
-        report = {"job_id": job, "count": COUNTS[p]}
+        report = {"job_id": job, "count": COUNTS[p], "roster": list(roster)}
         assert s.as_(TOKENS[p]).post(f"/jobs/{job}/counts", json=report).status_code == 202
     return ask_total(s, job)
 

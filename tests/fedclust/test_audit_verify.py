@@ -16,7 +16,14 @@ import pytest
 from fedclust import cli
 from fedclust.cli import UNVERIFIED_EXIT, main
 from fedclust.crypto.masking import IdentityKey
-from fedclust.participant.audit import GENESIS, AuditLog, canonical
+from fedclust.participant.audit import (
+    GENESIS,
+    AuditLog,
+    AuditReceipt,
+    canonical,
+    public_key_from,
+    verify,
+)
 from fedclust.protocol import messages as msg
 from fedclust.protocol.secure_wire import b64
 
@@ -179,6 +186,47 @@ def test_a_receipts_file_naming_no_line_leaves_the_log_unverified(
     assert main(["audit", "verify", str(log), "--public-key", str(key_file),
                  "--receipts", str(receipts)]) == UNVERIFIED_EXIT
     assert "no --receipts naming a line" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seq", [0, -3])
+def test_a_receipt_naming_no_line_is_an_input_error_not_an_anchor(
+    signed: tuple[Path, Path, Path, IdentityKey], tmp_path: Path, seq: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A log rewritten under a swapped key, with a "receipt" for line 0 (never compared with
+    any line), was reported verified."""
+    log, key_file, receipts, _ = signed
+    other = IdentityKey.generate()
+    log.write_text("".join(line + "\n" for line in _rechain(log.read_text().splitlines(), other)))
+    key_file.write_text(b64(other.private_bytes()) + "\n")
+    receipts.write_text(json.dumps([{"seq": seq, "line_sha256": GENESIS}]))
+    assert main(["audit", "verify", str(log), "--public-key", str(key_file),
+                 "--receipts", str(receipts)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "a receipt names no line of the log" in captured.err
+
+
+def test_verify_counts_only_receipts_compared_with_a_line(
+    signed: tuple[Path, Path, Path, IdentityKey],
+) -> None:
+    log, key_file, _, _ = signed
+    report = verify(log, public_key=public_key_from(str(key_file)),
+                    receipts=[AuditReceipt(seq=0, line_sha256=GENESIS)])
+    assert report.ok and not report.verified and report.missing == ("receipts",)
+
+
+def test_a_nan_in_a_line_is_a_broken_line(
+    signed: tuple[Path, Path, Path, IdentityKey], capsys: pytest.CaptureFixture[str]
+) -> None:
+    log, key_file, receipts, _ = signed
+    lines = log.read_text().splitlines()
+    assert '"task_id":1,' in lines[1]
+    lines[1] = lines[1].replace('"task_id":1,', '"task_id":NaN,')
+    log.write_text("".join(line + "\n" for line in lines))
+    assert main(["audit", "verify", str(log), "--public-key", str(key_file),
+                 "--receipts", str(receipts)]) == 1
+    err = capsys.readouterr().err
+    assert f"{log}: line 2 holds a number JSON does not allow" in err
 
 
 def _config(tmp_path: Path, log: Path, key_file: Path) -> Path:

@@ -789,3 +789,69 @@ def test_a_masked_cohort_the_counting_service_refuses_is_not_contributed_to(
     assert isinstance(reply, msg.RefusalReply)
     assert "the counting service refused this masked sum's cohort: HTTP 409" in reply.reason
     assert "(hospital-d)" in reply.reason
+
+
+def test_an_unmasking_under_a_view_other_than_the_rounds_first_is_refused(
+    tmp_path: Path, X: NDArray[np.float64], counting: Counting
+) -> None:
+    """The split-view attack of the security review, at the agent: another member registered
+    its view of round 1 first (everyone survived); this agent is told hospital-d dropped
+    out, which would have it hand over its pair key with hospital-d while the others hand
+    over the shares of its self-mask. It registers its view before answering, the counting
+    service refuses it (one view per round), and the agent answers nothing but the refusal;
+    the round's registered view stays the first one."""
+    everyone = [ME, "hospital-b", "hospital-c", "hospital-d"]
+    counting.put_roster("job-m", everyone)
+    first = {"job_id": "job-m", "setup": 1, "round": 1, "survivors": everyone, "dropped": []}
+    with httpx.Client(
+        base_url="http://counting/api/v1", transport=counting.transport,
+        headers={"Authorization": "Bearer token-b"},
+    ) as b:
+        assert b.post("/jobs/job-m/unmasking", json=first).status_code == 204
+    split = msg.SecureUnmaskTask(
+        round=1, survivors=everyone[:3], dropped=["hospital-d"], shares=[]
+    )
+    declare = msg.DeclareTask(terms=terms(participants=everyone, protection="masking"))
+    fake = run(write_config(tmp_path), [task(0, declare, job="job-m"), task(1, split, job="job-m")],
+               counting)
+    reply = fake.replies()[-1]
+    assert isinstance(reply, msg.RefusalReply)
+    assert "the counting service refused this masked sum's unmasking" in reply.reason
+    assert "HTTP 409" in reply.reason and "one view only" in reply.reason
+    assert [c.reply.kind for c in fake.contributions] == ["declaration", "refusal"]
+    with httpx.Client(
+        base_url="http://counting/api/v1", transport=counting.transport,
+        headers={"Authorization": "Bearer token-c"},
+    ) as c:  # the first view is still the round's view
+        assert c.post("/jobs/job-m/unmasking", json=first).status_code == 204
+
+
+def test_a_count_over_a_roster_other_than_the_declared_one_is_refused(
+    tmp_path: Path, X: NDArray[np.float64], counting: Counting
+) -> None:
+    """Members the coordinator invents (issue 20), through the agent: the declare task names
+    [hospital-a, hospital-b, hospital-c], which the roster rule admitted, while the
+    coordinator put [hospital-a, hospital-c, hospital-d] at the counting service. The count
+    report carries the admitted roster, the service refuses it (403), and the agent refuses
+    the task with that reason; the service holds no count."""
+    counting.put_roster("job-x", [ME, "hospital-c", "hospital-d"])
+    tasks = declared([task(0, msg.ReportCountTask(), job="job-x")])
+    reply = run(write_config(tmp_path), tasks, counting).replies()[-1]
+    assert isinstance(reply, msg.RefusalReply)
+    assert "the counting service refused the count of participant 'hospital-a': HTTP 403" in (
+        reply.reason
+    )
+    assert "is not within the roster participant 'hospital-a' admitted" in reply.reason
+    assert counting.reported("job-x") == (0, 0)
+
+
+def test_a_count_reported_before_is_held_and_acknowledged(
+    tmp_path: Path, X: NDArray[np.float64], counting: Counting
+) -> None:
+    """A report_count answered again (an agent restarted after sending it): the service's
+    409 "already reported" means it holds the count, so the agent acknowledges; only a
+    refusal on other grounds (the roster, above) becomes a refusal."""
+    tasks = declared([task(0, msg.ReportCountTask()), task(1, msg.ReportCountTask())])
+    replies = run(write_config(tmp_path), tasks, counting).replies()
+    assert [r.kind for r in replies] == ["declaration", "ack", "ack"]
+    assert counting.reported(JOB) == (1, N_L)

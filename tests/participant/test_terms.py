@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fedclust.coordinator.secure_sum import field_encodings
 from fedclust.participant.agent import JobState
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import Policy
-from fedclust.participant.terms import SUM_KINDS, require_task
+from fedclust.participant.terms import SUM_KINDS, OwnBounds, require_task
 from fedclust.protocol import messages as msg
+from fedclust.protocol.declaration import Declaration
 from fedclust.protocol.errors import RefusedError
 from tests.participant.test_agent import (
     CENTERS,
@@ -209,10 +211,12 @@ def _wire(shape: tuple[int, ...]) -> msg.WireArray:
 
 
 def _encoding(spec: Any) -> list[msg.FieldEncoding]:
-    return [msg.FieldEncoding(name=n, scale_bits=20, bound=1.0)
-            for n in msg.sum_fields(spec, n_features=2)]
+    """The honest coordinator's encoding for :data:`OWN` (its row and value bounds)."""
+    return field_encodings(spec, n_features=2, n_parties=3, max_rows=64, value_bound=1.0)
 
 
+#: A participant declaring 33 to 64 rows and values within [-1, 1], of 2 features.
+OWN = OwnBounds.of(Declaration(64, 1.0, False, False, False), 2)
 FCM = msg.FcmSumsTask(centers=_wire((2, 2)), m=2.0)
 MASKED_FCM = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=FCM, encoding=_encoding(FCM))
 SETUP = msg.SecureSetupTask(roster=ROSTER, threshold=2, identities={})
@@ -254,10 +258,10 @@ def test_require_task(
 ) -> None:
     declared_terms = terms(fields.pop("algorithm", "ffcm"), **fields)
     if refused is None:
-        require_task(declared_terms, algorithm, spec)
+        require_task(declared_terms, algorithm, spec, OWN)
         return
     with pytest.raises(RefusedError, match=refused):
-        require_task(declared_terms, algorithm, spec)
+        require_task(declared_terms, algorithm, spec, OWN)
 
 
 def test_sum_kinds_are_the_statistics_a_secure_sum_carries() -> None:

@@ -6,6 +6,7 @@ connection, and an authorised body within its limit reaches the app."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from uvicorn.server import ServerState
 from fedclust.protocol.body_limit import (
     LARGE_BODY_BYTES,
     PARSE_AHEAD_BYTES,
+    SMALL_UPLOADS_IN_FLIGHT,
     BodySizeLimit,
     bearer_token,
     deferred_body_protocol,
@@ -163,7 +165,7 @@ def test_a_callers_third_large_upload_in_flight_gets_429_unread() -> None:
         chunked = await held.upload("good-a", 10 * MIB, declare_length=False)  # size unknown
         assert (chunked.status, chunked.consumed) == (429, 0)
         assert held.guarded.in_flight("good-a") == 2
-        # Another caller has its own share; small bodies are never counted.
+        # Another caller has its own share; small bodies have theirs.
         other = asyncio.create_task(held.upload("good-b", 50 * MIB))
         small = asyncio.create_task(held.upload("good-a", LARGE_BODY_BYTES))
         await held.until_entered(4)
@@ -174,6 +176,47 @@ def test_a_callers_third_large_upload_in_flight_gets_429_unread() -> None:
         assert (await held.upload("good-a", 50 * MIB)).status == 204
 
     asyncio.run(scenario())
+
+
+def test_a_callers_small_bodies_in_flight_are_bounded_too() -> None:
+    """Bodies of at most LARGE_BODY_BYTES were never counted: one caller could hold any
+    number of them in the app over parallel connections."""
+    async def scenario() -> None:
+        held = HeldUploads()
+        small = [asyncio.create_task(held.upload("good-a", LARGE_BODY_BYTES))
+                 for _ in range(SMALL_UPLOADS_IN_FLIGHT)]
+        await held.until_entered(SMALL_UPLOADS_IN_FLIGHT)
+        excess = await asyncio.wait_for(held.upload("good-a", 100), 10)  # not held: refused
+        assert (excess.status, excess.consumed) == (429, 0)
+        assert held.guarded.in_flight("good-a", large=False) == SMALL_UPLOADS_IN_FLIGHT
+        assert excess.headers["retry-after"] == "1" and _closes(excess)
+        assert b"at most %d uploads of at most" % SMALL_UPLOADS_IN_FLIGHT in excess.body
+        # Its large share, and another caller's small share, are apart.
+        others = [asyncio.create_task(held.upload("good-a", 50 * MIB)),
+                  asyncio.create_task(held.upload("good-b", 100))]
+        await held.until_entered(SMALL_UPLOADS_IN_FLIGHT + 2)
+        held.gate.set()
+        statuses = [r.status for r in await asyncio.gather(*small, *others)]
+        assert statuses == [204] * (SMALL_UPLOADS_IN_FLIGHT + 2)
+        assert held.guarded.in_flight("good-a", large=False) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_caller_check_that_fails_is_a_503_sent_unread(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Any other error of the service's caller check (its database locked, say) became a 500
+    without ``Connection: close``: the server then read and discarded the whole body."""
+    def failing(scope: Mapping[str, Any]) -> str:
+        raise sqlite3.OperationalError("database is locked")
+
+    guard = BodySizeLimit(make_app(), max_bytes=4 * MIB, caller=failing)
+    response = call(guard, "POST", "/large", headers=GOOD, body_bytes=50 * MIB)
+    assert (response.status, response.consumed) == (503, 0)
+    assert _closes(response) and response.headers["retry-after"] == "1"
+    assert b"database" not in response.body and b"try again later" in response.body
+    assert "could not be determined" in caplog.text and "database is locked" in caplog.text
 
 
 def test_an_upload_that_fails_in_the_app_frees_its_share() -> None:

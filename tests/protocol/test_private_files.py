@@ -61,6 +61,29 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
     assert [p.name for p in tmp_path.iterdir()] == ["model.npz"]
 
 
+def test_a_link_planted_at_the_old_temporary_name_is_not_followed(tmp_path: Path) -> None:
+    """``state.json.tmp`` was the fixed temporary name: a link planted there made a write
+    overwrite the link's target."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    target = tmp_path / "state.json"
+    (tmp_path / "state.json.tmp").symlink_to(victim)
+    write_private(target, "state")
+    assert (target.read_text(), victim.read_text()) == ("state", "precious")
+    assert not target.is_symlink() and mode(target) == 0o600
+
+
+def test_each_write_has_its_own_temporary_and_leaves_none(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    with private_file(target) as first, private_file(target) as second:
+        first.write(b"first")
+        second.write(b"second")
+        temporaries = {p.name for p in tmp_path.iterdir()}
+        assert len(temporaries) == 2 and all(n.endswith(".tmp") for n in temporaries)
+    assert target.read_bytes() == b"first"  # the outer block ends last: its content stays
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
 def test_an_exclusive_file_is_never_replaced(tmp_path: Path, umask: int) -> None:
     key = tmp_path / "keys" / "identity.key"
     with private_file(key, exclusive=True) as handle:
