@@ -66,12 +66,11 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
 
 from fedclust.counting.keyholder import (
-    DecryptionRefusedError,
     RoundClosedError,
+    check_contributors,
     closed_message,
     cohort_refusal,
     first_outside,
-    mismatch_message,
     not_admitted_message,
 )
 from fedclust.protocol.release_guard import release_would_expose
@@ -749,20 +748,9 @@ class CountingStore:
                     PaillierContributionRow.round == round_no,
                 )
             )
-            admitted = _admitted(session, {p: key for p, key in names})
-            recorded = frozenset(admitted)
-            if recorded != contributors:
-                raise DecryptionRefusedError(
-                    mismatch_message(job_id, round_no, recorded, contributors)
-                )
-            outside = first_outside(admitted, contributors)
-            if outside is not None:
-                raise DecryptionRefusedError(
-                    not_admitted_message(
-                        f"job {job_id!r}, Paillier round {round_no}: its contributors",
-                        contributors, *outside,
-                    )
-                )
+            check_contributors(
+                job_id, round_no, _admitted(session, {p: key for p, key in names}), contributors
+            )
             exposed = _release_cohort(session, contributors, min_cohort)
             if exposed is not None:
                 raise cohort_refusal(job_id, round_no, contributors, exposed, min_cohort)

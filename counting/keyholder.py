@@ -68,6 +68,7 @@ __all__ = [
     "PaillierStore",
     "RoundClosedError",
     "UnknownJobError",
+    "check_contributors",
     "closed_message",
     "cohort_refusal",
     "first_outside",
@@ -147,6 +148,26 @@ class PaillierStore(Protocol):
                 beyond a contributor's admitted roster, or would expose a small cohort.
         """
         ...
+
+
+def check_contributors(
+    job_id: str, round_no: int, admitted: Mapping[str, frozenset[str]],
+    contributors: frozenset[str],
+) -> None:
+    """The decryption rule on who is summed: ``contributors`` must be exactly the participants
+    recorded for the round (``admitted``: each with the roster it admitted for the job) and
+    lie within every one's admitted roster; else DecryptionRefusedError saying which part."""
+    recorded = frozenset(admitted)
+    if recorded != contributors:
+        raise DecryptionRefusedError(mismatch_message(job_id, round_no, recorded, contributors))
+    outside = first_outside(admitted, contributors)
+    if outside is not None:
+        raise DecryptionRefusedError(
+            not_admitted_message(
+                f"job {job_id!r}, Paillier round {round_no}: its contributors",
+                contributors, *outside,
+            )
+        )
 
 
 def cohort_refusal(
@@ -260,20 +281,9 @@ class MemoryPaillierStore:
                 if closed == request_sha256:
                     return
                 raise RoundClosedError(closed_message(job_id, round_no))
-            admitted = self._records.get((job_id, round_no), {})
-            recorded = frozenset(admitted)
-            if recorded != contributors:
-                raise DecryptionRefusedError(
-                    mismatch_message(job_id, round_no, recorded, contributors)
-                )
-            outside = first_outside(admitted, contributors)
-            if outside is not None:
-                raise DecryptionRefusedError(
-                    not_admitted_message(
-                        f"job {job_id!r}, Paillier round {round_no}: its contributors",
-                        contributors, *outside,
-                    )
-                )
+            check_contributors(
+                job_id, round_no, self._records.get((job_id, round_no), {}), contributors
+            )
             released = {frozenset(self._records[key]) for key in self._closed}
             exposed = release_would_expose(released, contributors, min_cohort)
             if exposed is not None:

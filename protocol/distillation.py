@@ -33,7 +33,7 @@ Evaluation helpers: ``grouping_ari`` (adjusted Rand index of the found groups ag
 true ones, the paper's grouping measure) and ``group_means``.
 
 Section and equation numbers of the paper are not cited: we worked from its abstract, the
-issue and the facts in /work/shared/notes/papers-in-practice.md ("Yang & Tae 2023").
+issue and what the authors' own code does.
 
 Contribution dictionaries use the keys ``LABEL_COUNTS``, ``SOFT_SUM`` and ``COUNT``; they are
 spelled only here.

@@ -10,7 +10,7 @@ This module holds every step that needs no neural network:
   over x ∈ q, the score is s_{i→j}(q, p) = P_α(d̃), the α-th percentile; q and p are associated
   when s_{i→j}(q, p) ≤ θ AND s_{j→i}(p, q) ≤ θ (:func:`association_scores`,
   :func:`symmetric_edges`). Defaults α = 75, θ = 0.2 as in the paper; the authors' code uses
-  θ = 0.25 (see /work/shared/notes/papers-in-practice.md). Their code also keeps only one
+  θ = 0.25. Their code also keeps only one
   match per cluster and other client (the first found); we keep the mutual best one by
   default (order-independent), or every symmetric edge on request.
   The score is scale-free and falls as the cluster grows (the maximum |own − other| becomes a

@@ -19,7 +19,7 @@ point about differing numbers of clusters per site), take ONE Lloyd step from th
 centers, and report again. ``match_centers`` aligns two center sets so that round-to-round
 shifts measure movement, not a change of order.
 
-Choices beside the paper (see /work/shared/notes/papers-in-practice.md): the authors' server
+Choices beside the paper, from the authors' own code: their server
 restarts weighted k-means from k-means++ every round (``coordinator.federated_kmeans`` says
 why ours does not); the authors send clusters with MORE than one point, i.e. p = 2 with our
 ">= p" rule.

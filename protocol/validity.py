@@ -9,8 +9,8 @@ and all N points x_j with FCM memberships u_ij (to the power 1, not m):
     R̄    = (1/K) Σ_i max_{j≠i} (S_i + S_j) / M_ij.
 
 Lower is better. With the defaults q = 1, p = 2 the spread is the mean Euclidean distance,
-which is what the authors' code computes and what reproduces their Table 1 (see
-shared/notes/papers-in-practice.md). Coincident centers (M_ij = 0) give R̄ = +inf.
+which is what the authors' code computes and what reproduces their Table 1. Coincident
+centers (M_ij = 0) give R̄ = +inf.
 
 FedFuzzDB (eq. 14-16): the index is a function of the per-cluster sums Σ_j ||x_j - c_i||^q and
 Σ_j u_ij and of the total N, so each participant sends its two K-vectors

@@ -13,9 +13,8 @@ authors' model does:
 
 Local training (``train_supervised``): Adam (lr 1e-3), cross-entropy, mini-batches of 32, at most
 30 epochs with early stopping (patience 3) on a random 20 % hold-out of the local rows,
-restoring the best hold-out weights (the authors' settings, see
-/work/shared/notes/papers-in-practice.md). With fewer than 10 rows there is no hold-out and
-all epochs run.
+restoring the best hold-out weights (the settings of Yang & Tae's own code). With fewer than
+10 rows there is no hold-out and all epochs run.
 
 Distillation (``distill_towards``): the student's logits s on the public rows are matched to
 the teacher's MEAN SOFTMAX PROBABILITIES t (not logits) with
