@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 from fastapi import FastAPI, Response
 
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["FloorClients", "app", "contribution_body"]
 

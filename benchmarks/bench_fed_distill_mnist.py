@@ -36,7 +36,7 @@ import numpy as np
 
 from fedclust.coordinator.distillation import FedDistillResult, run_fed_distill
 from fedclust.deep_simulate import DeepData, distill_federation, load_dataset
-from fedclust.protocol.distillation import grouping_ari
+from fedclust.protocol.maths.distillation import grouping_ari
 
 CLIENTS_PER_GROUP = 5
 PER_CLASS = 50

@@ -4,15 +4,16 @@ One iteration = memberships of every row to the current centers + the center upd
 for us, the Frobenius norm of the membership change used by the stopping rule). Timed on
 the same data: Gaussian rows, D=16, K=10, m=2, N in ``--sizes`` (default 1e5 and 1e6).
 
-- ours:          ``protocol.fcm._fcm_step`` (fused block kernel; the loop body of
-                 ``protocol.fcm.fcm``), on rows checked and normed once (``protocol.rows``).
+- ours:          ``protocol.maths.fcm._fcm_step`` (fused block kernel; the loop body of
+                 ``protocol.maths.fcm.fcm``), on rows checked and normed once
+                 (``protocol.maths.rows``).
 - floor:         the memory-bandwidth floor: one read of the same data (``X.max()``, a
                  contiguous pass that numpy vectorises) and one read and write
                  (``X.copy()``): no FCM iteration can touch its N·D values faster.
 - products:      the two BLAS products of the step alone, block by block (-2C·xᵀ and
                  u^m·x): the arithmetic floor of a BLAS-based iteration (2·N·K·D multiply-
                  adds each). Ours / floor and ours / products are printed.
-- ours: sums only: ``protocol._fuzzy.weighted_sums``, what a participant computes in a round
+- ours: sums only: ``protocol.maths._fuzzy.weighted_sums``, what a participant computes in a round
                  of exact federated FCM (no membership matrix is kept: no stopping rule).
 - numpy passes:  the same block step with one numpy pass per element-wise operation (our
                  kernel before its element-wise passes were compiled with numba).
@@ -49,10 +50,10 @@ from functools import partial
 
 import numpy as np
 
-from fedclust.protocol._fuzzy import weighted_sums
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.fcm import _fcm_step, fcm_memberships
-from fedclust.protocol.rows import BLOCK_ROWS, as_rows, blas_threads
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths._fuzzy import weighted_sums
+from fedclust.protocol.maths.fcm import _fcm_step, fcm_memberships
+from fedclust.protocol.maths.rows import BLOCK_ROWS, as_rows, blas_threads
 
 D, K, M = 16, 10, 2.0
 Step = Callable[[], object]
@@ -133,7 +134,7 @@ def _products(X: FloatArray, C: FloatArray) -> Step:
 
 def _numpy_passes(X: FloatArray, C: FloatArray) -> Step:
     """Our block step with each element-wise operation a numpy pass (the kernel before the
-    compiled passes of ``protocol._fcm_kernels``): the gain of fusing them."""
+    compiled passes of ``protocol.maths._fcm_kernels``): the gain of fusing them."""
     rows = as_rows(X)
     U = np.ascontiguousarray(fcm_memberships(rows, C, m=M).T)
     minus_2c, sq = -2.0 * C, np.einsum("ij,ij->i", C, C)

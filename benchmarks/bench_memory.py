@@ -78,7 +78,7 @@ def _write_parquet(n: int, path: Path) -> None:
 
 def _parquet_stream(_: int, path: Path) -> None:
     from fedclust.data.stream import parquet_rows
-    from fedclust.protocol import exact_fcm, standardise, validity
+    from fedclust.protocol.maths import exact_fcm, standardise, validity
 
     rows = parquet_rows(path)
     C = _centers()

@@ -52,8 +52,8 @@ from fedclust.crypto.masking import IdentityKey, JobConfig, MaskingClient, Maski
 from fedclust.crypto.paillier import PaillierKeyPair, SlotSpec, encrypt_vector
 from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
-from fedclust.protocol.declaration import row_bucket
-from fedclust.protocol.messages import (
+from fedclust.protocol.maths.declaration import row_bucket
+from fedclust.protocol.wire.messages import (
     Algorithm,
     FcmSumsTask,
     JobCreate,

@@ -61,14 +61,14 @@ from fedclust.config_files import FederationFiles, write_federation
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.job import run_job
 from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.core.validation import FloatArray
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.demo import Demo, free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 from fedclust.simulate import CountingService
 
 K = 5

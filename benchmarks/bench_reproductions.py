@@ -30,8 +30,8 @@ from sklearn.metrics import adjusted_rand_score
 from fedclust.data.federations import Federation, build_federation
 from fedclust.data.splits import split_uniform
 from fedclust.data.synthetic import MOTIVATIONAL_CENTERS
-from fedclust.protocol._fuzzy import nearest
-from fedclust.protocol.messages import ProtectionScheme
+from fedclust.protocol.maths._fuzzy import nearest
+from fedclust.protocol.wire.messages import ProtectionScheme
 from fedclust.simulate import simulate
 
 MODES: tuple[ProtectionScheme, ...] = ("none", "masking")

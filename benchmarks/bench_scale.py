@@ -33,7 +33,7 @@ from fedclust.coordinator.job import run_job
 from fedclust.coordinator.secure_sum import MaskedSummation
 from fedclust.data.federations import Federation
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol.messages import Algorithm, ProtectionScheme
+from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import CountingService, _protected, job_spec
 
 K, D = 5, 16

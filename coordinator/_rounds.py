@@ -14,9 +14,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedclust.coordinator.result import RoundRecord
-from fedclust.protocol._validation import FloatArray, check_centers
-from fedclust.protocol.errors import RefusedError, UnavailableError
-from fedclust.protocol.release_guard import release_would_expose
+from fedclust.core.errors import RefusedError, UnavailableError
+from fedclust.core.validation import FloatArray, check_centers
+from fedclust.protocol.maths.release_guard import release_would_expose
 
 #: Fewest distinct participants whose sum can hide each member's contribution (a group sum of
 #: FedCRef or fed-distill with fewer members is formed in the clear and noted; a job that
@@ -74,7 +74,7 @@ class ReleasedCohorts:
 
     A statistic over ``cohort`` is admitted only when, with those released before, it makes
     no nonzero combination of fewer than ``min_cohort`` participants' statistics derivable
-    (:func:`protocol.release_guard.release_would_expose`): after a dropout, a sum over those
+    (:func:`protocol.maths.release_guard.release_would_expose`): after a dropout, a sum over those
     left, beside one over everyone, would give the dropped participant's statistics (its
     FedFuzzDB memberships add up to its N_l) by difference. The participants and the counting
     service enforce the same rule against a coordinator that does not; this is the honest

@@ -1,13 +1,13 @@
 """The coordinator service: ``create_app(settings)`` builds the FastAPI app (nothing at import).
 
 The app's lifespan opens the database (an empty one is created at the newest schema
-revision, one behind it is refused: :mod:`protocol.schema`), the task broker, the
+revision, one behind it is refused: :mod:`infra.schema`), the task broker, the
 counting-service client and the job runner, and restarts every pending or running job; at
 shutdown the job threads stop with their jobs left resumable. ``counting_transport`` lets
 tests and the in-process mode reach the counting service without sockets.
 
 Operators get ``/healthz``, ``/readyz`` (the database answers, the counting service's health
-check answers) and, with ``metrics = true``, ``/metrics`` (:mod:`protocol.observability`,
+check answers) and, with ``metrics = true``, ``/metrics`` (:mod:`infra.observability`,
 :mod:`coordinator.metrics`); they are left out of the OpenAPI document.
 """
 
@@ -43,10 +43,10 @@ from fedclust.coordinator.metrics import CoordinatorMetrics
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.allow import method_not_allowed
-from fedclust.protocol.body_limit import BodySizeLimit
-from fedclust.protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION, HealthStatus
-from fedclust.protocol.observability import Check, add_observability
+from fedclust.infra.allow import method_not_allowed
+from fedclust.infra.body_limit import BodySizeLimit
+from fedclust.infra.observability import Check, add_observability
+from fedclust.protocol.wire.messages import MAX_BODY_BYTES, PROTOCOL_VERSION, HealthStatus
 
 __all__ = ["API_PREFIX", "create_app", "openapi_document"]
 

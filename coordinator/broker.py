@@ -21,7 +21,7 @@ Participants fetch their oldest open task with :meth:`Broker.poll`, which regist
 callback when there is none (the API's long poll waits on it), and answer with
 :meth:`Broker.submit`, which refuses — changing nothing — a contribution for an unknown,
 closed, timed-out or already answered task, or one whose kind or shapes do not fit the
-task. A task's large strings are stored once as blobs (:mod:`protocol.blobs`); a
+task. A task's large strings are stored once as blobs (:mod:`protocol.wire.blobs`); a
 participant may ask for the task with references instead and fetch each blob it was handed
 (:meth:`Broker.blob`).
 """
@@ -40,9 +40,9 @@ from pydantic import TypeAdapter
 
 from fedclust.coordinator.db import Database, JobRecord, TaskRecord
 from fedclust.coordinator.journal import Journal
-from fedclust.protocol import messages as msg
-from fedclust.protocol.blobs import externalise, inline
-from fedclust.protocol.errors import ProtocolError, UnavailableError
+from fedclust.core.errors import ProtocolError, UnavailableError
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.blobs import externalise, inline
 
 __all__ = [
     "Broker",

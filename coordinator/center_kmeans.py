@@ -1,4 +1,4 @@
-"""The participants' summed statistics as :func:`protocol.center_kmeans.center_kmeans` asks
+"""The participants' summed statistics as :func:`protocol.maths.center_kmeans.center_kmeans` asks
 for them: one secure sum (or, with protection "none", one plain gather) per question.
 
 Used by FedFCM's k-means averaging and by federated k-means: the participants keep their
@@ -17,9 +17,9 @@ import numpy as np
 
 from fedclust.coordinator._rounds import gather_required, present
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.center_kmeans import (
+from fedclust.core.errors import UnavailableError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.center_kmeans import (
     CenterKMeansResult,
     CenterScatter,
     CenterSums,
@@ -27,13 +27,13 @@ from fedclust.protocol.center_kmeans import (
     add_center_sums,
     center_kmeans,
 )
-from fedclust.protocol.errors import UnavailableError
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["FederatedCenters", "center_kmeans_of"]
 
 
 class FederatedCenters:
-    """A :class:`protocol.center_kmeans.CenterOracle` over the participants holding local
+    """A :class:`protocol.maths.center_kmeans.CenterOracle` over the participants holding local
     centers. Every holder must answer every question (the point set must not change), so a
     refusal or dropout fails the run. ``weight_bound`` bounds one participant's total weight
     (it sets the fixed-point scale of the protected sums; None: the job's row bound)."""

@@ -6,7 +6,7 @@ membership changes: a joined member's token SHA-256, a revocation.
 
 ``transport`` is the seam for tests (``httpx.MockTransport``) and the in-process mode;
 by default requests go over the network to ``base_url``, verified by ``verify`` (httpx's:
-an :class:`ssl.SSLContext` from the coordinator's ``[tls]``, see :mod:`protocol.tls`).
+an :class:`ssl.SSLContext` from the coordinator's ``[tls]``, see :mod:`infra.tls`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import time
 import httpx
 from pydantic import ValidationError
 
-from fedclust.protocol.admin_wire import MemberToken
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.messages import (
+from fedclust.core.errors import RefusedError
+from fedclust.protocol.wire.admin import MemberToken
+from fedclust.protocol.wire.messages import (
     CountRoster,
     CountTotal,
     PaillierDecryption,
@@ -50,7 +50,7 @@ class CountingClient:
     """``PUT /jobs/{id}/roster`` and ``GET /jobs/{id}/total`` with the coordinator's token.
 
     An outage of the service (no connection, a connection lost mid-request, or 502/503/504)
-    or its 429 (the coordinator's large bodies in flight, ``protocol.body_limit``) is waited
+    or its 429 (the coordinator's large bodies in flight, ``infra.body_limit``) is waited
     out for up to ``outage_seconds``, retrying with jittered exponential backoff from
     ``retry_delay`` (at most 10 s apart), so a restarting counting service does not fail
     the jobs that need it. Every request is safe to repeat: rosters and credentials are PUT,

@@ -11,7 +11,7 @@ Tables:
   strings as references into ``blobs``);
 - ``replies``: the participant's reply (JSON) to a task, one row per answered task (kept out
   of ``tasks``), or the reason a task timed out (:class:`TaskRecord`);
-- ``blobs``: large strings by SHA-256 (``protocol.blobs``), each stored once however many
+- ``blobs``: large strings by SHA-256 (``protocol.wire.blobs``), each stored once however many
   tasks carry it;
 - ``invitations`` (the SHA-256 of each one-time invite, its participant id, expiry and use),
   ``memberships`` (credentials changed at run time: a joined member's token SHA-256, or NULL
@@ -22,7 +22,7 @@ The broker keeps running jobs in memory and writes through :meth:`Database.write
 transaction per :class:`Batch`.
 
 SQLite (the embedded default, in WAL mode) and PostgreSQL (``postgresql+psycopg://``) are
-tested. The schema's revisions are Alembic's (:data:`MIGRATIONS`, :mod:`protocol.schema`): an
+tested. The schema's revisions are Alembic's (:data:`MIGRATIONS`, :mod:`infra.schema`): an
 empty database is created at the newest one, an older one is upgraded by
 ``fedclust coordinator migrate``.
 
@@ -60,10 +60,16 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from fedclust.protocol.blobs import inline, references
-from fedclust.protocol.messages import Enrolment, JobCreate, JobProgress, JobState, ResultDocument
-from fedclust.protocol.schema import Migrations, ensure_schema, migrate
-from fedclust.protocol.sqlite_file import create_private_sqlite
+from fedclust.infra.schema import Migrations, ensure_schema, migrate
+from fedclust.infra.sqlite_file import create_private_sqlite
+from fedclust.protocol.wire.blobs import inline, references
+from fedclust.protocol.wire.messages import (
+    Enrolment,
+    JobCreate,
+    JobProgress,
+    JobState,
+    ResultDocument,
+)
 
 __all__ = [
     "MIGRATIONS",

@@ -1,9 +1,9 @@
 """Stage 0 of every job: the participants' declared public bounds, and the checks on them.
 
-Every participant is sent the job's terms (its :class:`protocol.messages.JobCreate`, which an
+Every participant is sent the job's terms (its :class:`protocol.wire.messages.JobCreate`, which an
 agent checks against its policy and every later task of the job against:
 ``participant.terms``) and answers the ``declare`` task with its
-:class:`protocol.declaration.Declaration`, in the clear (the disclosure ledger lists the
+:class:`protocol.maths.declaration.Declaration`, in the clear (the disclosure ledger lists the
 bounds as ``declared``). From then on the coordinator relies on those public bounds only, so
 whatever it refuses or derives is a function of the job and the declarations, never of a
 participant's rows. A participant that does not answer in time drops out (the job then goes
@@ -17,7 +17,7 @@ Bounds of the fixed-point encodings (``coordinator.secure_sum.field_encodings``)
 - B = the job's ``value_bound``, or else the largest declared ``value_bound`` (raw values);
 - after federated standardisation every value is a z-score (x − mean_d)/scale_d of a raw
   |x| <= B_raw, so |z| <= B_z = max_d (B_raw + |mean_d|)/scale_d: public given the
-  declarations and the aggregate mean and scale (``protocol.standardise`` gives a constant
+  declarations and the aggregate mean and scale (``protocol.maths.standardise`` gives a constant
   column scale 1, where the bound holds all the same). The job's ``value_bound`` then bounds
   the standardised values and the raw moments keep B_raw;
 - 'fedcref' sums model parameters: B is the job's ``value_bound`` or
@@ -30,11 +30,11 @@ the declared value (all public), before any computation:
   ``value_bound`` under a declared ``value_bound`` (a K sweep without standardisation), or
   under B_z (with it, once mean and scale are known — before the algorithm runs);
 - 'ffcm': a participant enforcing the exact-FCM size rule whose declared bucket does not
-  guarantee N > K(F+1)/F for the job's largest K (``protocol.exact_fcm``): it would refuse
+  guarantee N > K(F+1)/F for the job's largest K (``protocol.maths.exact_fcm``): it would refuse
   every round, so the job fails instead of running without it;
 - a local clustering with K centers (FedFCM's local FCM, the local k-means of fkm, k-FED and
   FedCRef, a local-only sweep) needs N >= K: a K above the declared bucket's lower edge fails
-  the job (``protocol.bounds.rows_allow_k``, the rule each participant refuses such a task by).
+  the job (``protocol.wire.bounds.rows_allow_k``, the rule each participant refuses such a task by).
 """
 
 from __future__ import annotations
@@ -44,18 +44,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fedclust.coordinator._rounds import gather_present
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.bounds import (
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.maths.exact_fcm import declared_rule_refusal, largest_allowed_k
+from fedclust.protocol.wire.bounds import (
     MODEL_PARAMETER_BOUND,
     local_clustering_ks,
     model_value_bound,
     rows_allow_k,
     standardised_bound,
 )
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.exact_fcm import declared_rule_refusal, largest_allowed_k
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 
 __all__ = ["MODEL_PARAMETER_BOUND", "DeclaringParticipant", "JobBounds", "declare_job"]
 
@@ -160,7 +160,7 @@ def _first_value_bound(spec: JobCreate, declarations: Mapping[str, Declaration])
 
 def _require_rows_for_k(name: str, d: Declaration, spec: JobCreate) -> None:
     """A local clustering with K centers needs K rows: refuse a K that the declared bucket
-    does not guarantee (``protocol.bounds``), rather than let the participant refuse it."""
+    does not guarantee (``protocol.wire.bounds``), rather than let the participant refuse it."""
     for what, k, flag in local_clustering_ks(spec):
         if not rows_allow_k(d, k):
             raise ValueError(

@@ -2,7 +2,7 @@
 
 Derived from the stored tasks and replies (no storage of its own): for every answered task,
 the reply's fields (names and shapes, never values) and how they travelled
-(``protocol.messages.field_protection``); the notes say in plain language what the job's
+(``protocol.wire.messages.field_protection``); the notes say in plain language what the job's
 algorithm and protection reveal.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from fedclust.coordinator.db import JobRecord, TaskRecord
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["ALGORITHM_NOTES", "PROTECTED_NOTES", "ledger"]
 

@@ -1,7 +1,7 @@
 """A "fed-distill" job over remote participants: ``run_fed_distill`` with wire tasks.
 
 :class:`RemoteDistiller` turns the driver's participant calls into the distillation tasks of
-``protocol.messages`` (``distill_train``, ``distill_counts``, ``distill_soft``,
+``protocol.wire.messages`` (``distill_train``, ``distill_counts``, ``distill_soft``,
 ``distill_step``); :func:`run_distill_job` runs the driver with, when the job's protection is
 "masking", an ``aggregate`` hook that sums each group's soft predictions by pairwise masking
 (``coordinator.secure_sum.MaskedSummation``). A group of fewer than 3 members cannot be
@@ -28,10 +28,10 @@ from fedclust.coordinator.distillation import (
 )
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol import distillation as dist
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.messages import DistillParams, JobCreate, ResultDocument
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths import distillation as dist
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import DistillParams, JobCreate, ResultDocument
 
 __all__ = ["RemoteDistiller", "distill_result_document", "run_distill_job"]
 

@@ -6,7 +6,7 @@ One shot, four stages (``StageRecord`` per stage):
 2. ``counts`` (mode ``"clustered"`` only): every participant reports the count vector of its
    predictions on the public set; the coordinator min-max scales the clients × labels matrix
    per label and groups the clients by Ward agglomerative clustering under
-   ``distance_threshold`` (``protocol.distillation.scale_counts`` / ``group_clients``);
+   ``distance_threshold`` (``protocol.maths.distillation.scale_counts`` / ``group_clients``);
 3. ``teachers``: per group, the members' soft-prediction contributions (P_l, 1) are SUMMED by
    ``aggregate`` (secure aggregation in the service; plain summation by default) and the
    coordinator divides: T_g = ΣP_l / |g| (``combine_teacher``);
@@ -38,9 +38,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, Gatherer
-from fedclust.protocol import distillation as dist
-from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
-from fedclust.protocol.errors import ProtocolError
+from fedclust.core.errors import ProtocolError
+from fedclust.core.validation import FloatArray, check_data, check_float, check_int, rng_from
+from fedclust.protocol.maths import distillation as dist
 
 __all__ = [
     "MIN_PROTECTED_MEMBERS",

@@ -1,7 +1,7 @@
 """Driver of the exact federated FCM of Corcuera Bárcena et al. (2021), Alg. 1.
 
 Each round the coordinator samples a fraction ``gamma`` of the participants, sends them the
-current centers, collects U_c = Σμ^m and WS_c = Σμ^m·x (``protocol.exact_fcm``) and sets
+current centers, collects U_c = Σμ^m and WS_c = Σμ^m·x (``protocol.maths.exact_fcm``) and sets
 c_i = Σ WS_c[i] / Σ U_c[i]. With ``gamma = 1`` the run equals central FCM on the union of the
 rows from the same initial centers (§4.1).
 
@@ -33,14 +33,14 @@ from numpy.typing import ArrayLike
 from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import (
+from fedclust.core.validation import (
     check_float,
     check_fuzzifier,
     check_int,
     rng_from,
 )
-from fedclust.protocol.exact_fcm import FCMSums, combine_sums
+from fedclust.protocol.maths.exact_fcm import FCMSums, combine_sums
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["ExactFCMParticipant", "run_exact_fcm"]
 

@@ -7,7 +7,7 @@
    b. every participant shares its models (``fedcref_models``) and scores each of its clusters
       against every other participant's models (``fedcref_scores``, eq. 2);
    c. the coordinator keeps the pairs associated in both directions and takes the connected
-      components with >= 2 clusters as groups (``protocol.fedcref.find_groups``);
+      components with >= 2 clusters as groups (``protocol.maths.fedcref.find_groups``);
    d. each group trains a shared model by FedAvg (``fedavg_rounds`` rounds, default 15): the
       start is the size-weighted mean of the members' local models, then every round each
       member trains the group model ``fedavg_epochs`` epochs on its rows of the group and
@@ -36,9 +36,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, gather_required
-from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.fedcref import (
+from fedclust.core.errors import ProtocolError
+from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
+from fedclust.protocol.maths.fedcref import (
     AutoencoderSpec,
     ClusterRef,
     FedCRefEvaluation,

@@ -1,7 +1,7 @@
 """A "fedcref" job over remote participants: ``run_fedcref`` with wire tasks.
 
 :class:`RemoteFedCRef` turns the driver's participant calls into the FedCRef tasks of
-``protocol.messages`` (``fedcref_init``, ``fedcref_train``, ``fedcref_models``,
+``protocol.wire.messages`` (``fedcref_init``, ``fedcref_train``, ``fedcref_models``,
 ``fedcref_scores``, ``fedcref_fedavg``, ``fedcref_refine``); models travel as float32
 vectors. :func:`run_fedcref_job` runs the driver with, when the job's protection is
 "masking", an ``aggregate`` hook that sums each group's FedAvg contributions (n·θ and n) by
@@ -32,10 +32,10 @@ from fedclust.coordinator.fedcref import (
 )
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.fedcref import AutoencoderSpec, ClusterRef, FedCRefEvaluation, Grouping
-from fedclust.protocol.messages import FedCRefParams, JobCreate, ResultDocument
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.fedcref import AutoencoderSpec, ClusterRef, FedCRefEvaluation, Grouping
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import FedCRefParams, JobCreate, ResultDocument
 
 __all__ = ["RemoteFedCRef", "fedcref_result_document", "run_fedcref_job"]
 

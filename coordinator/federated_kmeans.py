@@ -4,7 +4,7 @@
 local k-means++ and one Lloyd step, with a distinct seed per participant); every later round
 sends the global centers and asks for the local step (``hold_kmeans_step``). Each participant
 keeps its local means and counts (clusters of >= p points), and the server's weighted k-means
-over them is :func:`protocol.center_kmeans.center_kmeans`, asking only for sums over each
+over them is :func:`protocol.maths.center_kmeans.center_kmeans`, asking only for sums over each
 participant's local means (``coordinator.center_kmeans.FederatedCenters``: plain with
 ``summation=None``, masked or encrypted otherwise) — one procedure whatever the protection.
 Round 1's k-means is seeded from sums alone (splits, swaps and perturbations drawn from the
@@ -14,7 +14,7 @@ Choices beside the paper: the authors' server restarts k-means++ (10 restarts) e
 which is a source of the variance they report and needs the local means themselves; ours
 needs only sums and is warm-started. Stopping: the authors run a fixed number of rounds; we stop
 when the global centers move less than ``eps`` in Frobenius norm (after matching them to the
-previous centers, ``protocol.federated_kmeans.match_centers``, since a refilled empty cluster
+previous centers, ``protocol.maths.federated_kmeans.match_centers``, since a refilled empty cluster
 changes the order) or after ``max_rounds``. If the local means cannot fill K clusters the run
 stops ("empty_clusters") with the centers that have support.
 
@@ -37,9 +37,9 @@ from fedclust.coordinator._rounds import Gatherer, RoundLog
 from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
-from fedclust.protocol.federated_kmeans import match_order
-from fedclust.protocol.kfed import combine_kfed
+from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
+from fedclust.protocol.maths.federated_kmeans import match_order
+from fedclust.protocol.maths.kfed import combine_kfed
 
 __all__ = ["FKMParticipant", "KFedParticipant", "run_federated_kmeans", "run_kfed"]
 

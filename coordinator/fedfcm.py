@@ -1,13 +1,13 @@
 """Driver of FedFCM (Stallmann & Wilbik 2022, §2.2.1): local FCM to convergence, then combine.
 
 Each round the coordinator broadcasts the global centers; every participant runs a complete
-local FCM from them (``protocol.fedfcm.participant_local_fcm``) and returns its local centers,
+local FCM from them (``protocol.maths.fedfcm.participant_local_fcm``) and returns its local centers,
 their supports and J_m of the broadcast centers on its rows. The coordinator combines the
 local centers by k-means averaging (``aggregation="kmeans"``, the paper's method) or by
 support-weighted federated averaging per cluster index (``"average"``, the paper's baseline).
 
 k-means averaging keeps the local centers at the participants (``hold_local_fcm``): the
-k-means over them is :func:`protocol.center_kmeans.center_kmeans`, which asks only for sums
+k-means over them is :func:`protocol.maths.center_kmeans.center_kmeans`, which asks only for sums
 over each participant's local centers (``coordinator.center_kmeans.FederatedCenters``), in
 the clear with ``summation=None`` and masked or encrypted otherwise; one procedure, so every
 protection gives the same centers up to the fixed-point rounding. The first round seeds the
@@ -52,14 +52,14 @@ from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
 from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol._validation import (
+from fedclust.core.validation import (
     FloatArray,
     check_float,
     check_fuzzifier,
     check_int,
     rng_from,
 )
-from fedclust.protocol.fedfcm import LocalCenters, combine_federated_average
+from fedclust.protocol.maths.fedfcm import LocalCenters, combine_federated_average
 
 __all__ = ["FedFCMParticipant", "run_fedfcm"]
 
@@ -84,7 +84,7 @@ class FedFCMParticipant(Protocol):
 
     def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
         """Local FCM as ``local_fcm``, the local centers kept at the participant (k-means
-        averaging: the center sums of ``protocol.center_kmeans`` follow)."""
+        averaging: the center sums of ``protocol.maths.center_kmeans`` follow)."""
         ...
 
 

@@ -1,6 +1,6 @@
 """One federated job from the counts to the result document, for simulator and service alike.
 
-A job (:class:`protocol.messages.JobCreate`) runs these stages through the participants:
+A job (:class:`protocol.wire.messages.JobCreate`) runs these stages through the participants:
 
 0. every participant declares its public bounds, checked against the job, which give the
    bounds of the protected sums (``coordinator.declarations``);
@@ -44,11 +44,11 @@ from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation
 from fedclust.coordinator.standardise import PresentRows, standardise_federation
 from fedclust.coordinator.sweep import SweepResult, run_sweep
-from fedclust.protocol import choose_k, validity
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import UnavailableError
-from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
+from fedclust.core.errors import UnavailableError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths import choose_k, validity
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import JobCreate, ResultDocument, SweepEntryDocument
 
 __all__ = ["JobOutcome", "result_document", "run_job"]
 

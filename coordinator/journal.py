@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 
 from fedclust.coordinator.db import Batch, Database, TaskRecord
-from fedclust.protocol.messages import JobProgress
+from fedclust.protocol.wire.messages import JobProgress
 
 __all__ = ["Journal"]
 

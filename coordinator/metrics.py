@@ -3,7 +3,7 @@
 :class:`CoordinatorMetrics` owns the app's :class:`~prometheus_client.CollectorRegistry` (never
 the process-global one, so tests building many apps do not collide) and these series:
 
-- ``fedclust_http_requests_total{method,route,status}`` (``protocol.observability``);
+- ``fedclust_http_requests_total{method,route,status}`` (``infra.observability``);
 - ``fedclust_jobs{state}``: jobs per state, counted in the database at scrape time;
 - ``fedclust_round_seconds``: wall time of each algorithm round (``on_progress`` records);
 - ``fedclust_secure_sum_seconds{protection}``: wall time of each secure sum;
@@ -32,7 +32,7 @@ from fedclust.coordinator.db import Database
 from fedclust.coordinator.remote import TaskChannel
 from fedclust.coordinator.result import RoundRecord
 from fedclust.coordinator.secure_sum import JobSummation
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["CoordinatorMetrics", "ObservedChannel", "ObservedSummation"]
 

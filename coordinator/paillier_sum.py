@@ -1,7 +1,7 @@
 """Secure sums by Paillier encryption: the coordinator adds ciphertexts it cannot read.
 
 One stage per sum. The coordinator sends every participant a
-:class:`protocol.messages.PaillierInputTask` (the statistic, its fixed-point encoding from
+:class:`protocol.wire.messages.PaillierInputTask` (the statistic, its fixed-point encoding from
 :func:`coordinator.secure_sum.field_encodings` with ``n_parties = max_parties`` = the cohort
 size, and the job's public key); each participant tells the key holder (the counting service)
 that it contributes to the round, then answers its fields packed and encrypted
@@ -30,10 +30,10 @@ from typing import Any, Protocol, TypeVar
 from phe.paillier import PaillierPublicKey
 
 from fedclust.coordinator.secure_sum import CohortSums, total_reply
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.crypto.paillier import EncryptedVector, SlotSpec, add
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.secure_wire import public_key_of
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import public_key_of
 
 __all__ = ["JobKeyHolder", "KeyHolder", "PaillierSummation"]
 

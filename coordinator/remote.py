@@ -3,12 +3,12 @@
 :class:`RemoteParticipant` turns each driver call (``fcm_sums``, ``local_fcm``, ...) into a
 wire task sent through a :class:`TaskChannel` and turns the reply back into the protocol's
 statistics, so every driver in ``coordinator`` runs unchanged over the network. A refusal
-reply becomes :class:`~protocol.errors.RefusedError` (a fatal one, or a reply of the wrong
-kind or shape, a :class:`~protocol.errors.ProtocolError`: the job cannot go on).
+reply becomes :class:`~core.errors.RefusedError` (a fatal one, or a reply of the wrong
+kind or shape, a :class:`~core.errors.ProtocolError`: the job cannot go on).
 
 A participant that does not answer a task in time has dropped out of the job: ``dropped``
 says why, and every later task to it fails at once with
-:class:`~protocol.errors.UnavailableError` instead of waiting out another timeout, so the
+:class:`~core.errors.UnavailableError` instead of waiting out another timeout, so the
 round drivers leave it out (``coordinator._rounds.present``).
 """
 
@@ -18,15 +18,15 @@ from typing import Protocol, TypeVar
 
 from numpy.typing import ArrayLike
 
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.center_kmeans import CenterScatter, CenterSums
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import ProtocolError, UnavailableError
-from fedclust.protocol.exact_fcm import FCMSums
-from fedclust.protocol.fedfcm import LocalCenters
-from fedclust.protocol.standardise import MomentSums
-from fedclust.protocol.validity import FuzzyDBSums, SilhouetteSums
+from fedclust.core.errors import ProtocolError, UnavailableError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.maths.exact_fcm import FCMSums
+from fedclust.protocol.maths.fedfcm import LocalCenters
+from fedclust.protocol.maths.standardise import MomentSums
+from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
+from fedclust.protocol.wire import messages as msg
 
 R = TypeVar("R")
 

@@ -34,9 +34,9 @@ from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
 from fedclust.coordinator.remote import RemoteParticipant, TaskChannel
 from fedclust.coordinator.result import RoundRecord
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.masking import IntegrityError
-from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
-from fedclust.protocol.messages import JobCreate, ResultDocument
+from fedclust.protocol.wire.messages import JobCreate, ResultDocument
 
 __all__ = ["JobRunner"]
 

@@ -1,6 +1,6 @@
 """Secure sums for the round drivers: the coordinator learns Σ over participants, never a term.
 
-A driver that needs a sum-type statistic (``protocol.messages.SumTaskSpec``) hands the
+A driver that needs a sum-type statistic (``protocol.wire.messages.SumTaskSpec``) hands the
 request to a :class:`Summation`. :class:`MaskedSummation` runs SecAgg+ masking (``crypto.masking``:
 a key setup per job, then two stages per sum) as tasks to the participants and returns
 the decoded aggregate in the plain reply model of that statistic, so the drivers combine it
@@ -63,13 +63,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedclust.coordinator._rounds import ReleasedCohorts, dropped
+from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.fixedpoint import MAX_WORDS, WORD_BITS, Statistic, decode
 from fedclust.crypto.graph import GraphParameters, graph_parameters
 from fedclust.crypto.masking import JobConfig, MaskedInput, MaskingServer, UnmaskResponse
-from fedclust.protocol import messages as msg
-from fedclust.protocol.bounds import field_bounds
-from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
-from fedclust.protocol.secure_wire import (
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.bounds import field_bounds
+from fedclust.protocol.wire.secure import (
     b64,
     encrypted_share,
     raw,
@@ -141,7 +141,7 @@ def field_encodings(
     value_bound: float,
 ) -> list[msg.FieldEncoding]:
     """The declared bound and scale of every summed field of ``statistic`` (module table:
-    ``protocol.bounds.field_bounds``, which every participant evaluates at its own declared
+    ``protocol.wire.bounds.field_bounds``, which every participant evaluates at its own declared
     bounds to refuse an encoding below what its values can need)."""
     bounds = field_bounds(
         statistic, n_features=n_features, max_rows=max_rows, value_bound=value_bound

@@ -26,7 +26,7 @@ Example::
     id = "hospital-a"
     token_sha256 = "<64 hex digits>"
 
-    [tls]                                       # optional: HTTPS, see fedclust.protocol.tls
+    [tls]                                       # optional: HTTPS, see fedclust.infra.tls
     certificate = "pki/coordinator.pem"         # served, and shown to the counting service
     key = "pki/coordinator-key.pem"
     ca = "pki/ca.pem"                           # verifies the counting service
@@ -35,7 +35,7 @@ Example::
 :meth:`CoordinatorSettings.load` lays the environment over the file (or reads it alone):
 ``FEDCLUST_COORDINATOR__COUNTING_TOKEN``, ``FEDCLUST_COORDINATOR__COUNTING_TOKEN_FILE``,
 ``FEDCLUST_ANALYSTS`` and ``FEDCLUST_PARTICIPANTS`` (JSON arrays), ``FEDCLUST_TLS__KEY``, ...;
-see :mod:`fedclust.protocol.config_env`.
+see :mod:`fedclust.infra.config_env`.
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from fedclust.crypto.tokens import check_sha256_hex
-from fedclust.protocol.body_limit import UPLOADS_IN_FLIGHT
-from fedclust.protocol.config_env import EnvSchema, tls_schema
-from fedclust.protocol.config_toml import resolve_sqlite_url
-from fedclust.protocol.tls import SERVER_KEYS, TlsSettings
+from fedclust.infra.body_limit import UPLOADS_IN_FLIGHT
+from fedclust.infra.config_env import EnvSchema, tls_schema
+from fedclust.infra.config_toml import resolve_sqlite_url
+from fedclust.infra.tls import SERVER_KEYS, TlsSettings
 
 __all__ = [
     "AnalystCredential",
@@ -64,7 +64,7 @@ AnalystRole = Literal["analyst", "admin"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
-#: The settings ``FEDCLUST_...`` variables and secret files may give (protocol.config_env).
+#: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
 _ENV = EnvSchema({
     "coordinator": {
         "host": str, "port": int, "database_url": str, "counting_url": str,
@@ -136,9 +136,9 @@ class CoordinatorSettings:
         task_timeout_seconds: how long a job waits for one participant's answer.
         tls: HTTPS served, and used towards the counting service (``[tls]``).
         metrics: serve Prometheus metrics at ``GET /metrics``, without a token (an operator's
-            scrape from inside; off by default, see :mod:`protocol.observability`).
+            scrape from inside; off by default, see :mod:`infra.observability`).
         uploads_in_flight: how many large bodies one caller may have in flight at once
-            (:mod:`protocol.body_limit`; more are answered 429).
+            (:mod:`infra.body_limit`; more are answered 429).
     """
 
     counting_url: str
@@ -196,7 +196,7 @@ class CoordinatorSettings:
         cls, path: str | Path | None = None, *, environment: bool = True
     ) -> CoordinatorSettings:
         """``coordinator.toml`` (optional) with the ``FEDCLUST_`` variables and secret files
-        laid over it (:mod:`fedclust.protocol.config_env`); without a file, relative paths
+        laid over it (:mod:`fedclust.infra.config_env`); without a file, relative paths
         resolve against the working directory.
 
         Errors start with the file's path (or "the environment") and name the variables.

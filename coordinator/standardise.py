@@ -3,8 +3,8 @@ mean and population standard deviation, without pooling rows.
 
 Round 1 collects Σx and Σx² (N = Σ_l N_l comes from the counting service) and gives the mean; by
 default round 2 collects the same sums about that mean (``shift``), which removes the cancellation
-of the one-pass variance formula (see ``protocol.standardise``). Then each participant replaces its
-rows by their z-scores.
+of the one-pass variance formula (see ``protocol.maths.standardise``). Then each participant
+replaces its rows by their z-scores.
 
 Dropouts: a participant that does not answer a round has left the job, and the standardisation
 starts again over the participants left, with their ΣN (:class:`PresentRows`): the mean and
@@ -27,10 +27,10 @@ from fedclust.coordinator._rounds import (
     require_cohort,
 )
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.standardise import MomentSums, add_moments, combine_moments
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.standardise import MomentSums, add_moments, combine_moments
+from fedclust.protocol.wire import messages as msg
 
 __all__ = [
     "PresentRows", "StandardisingParticipant", "pooled_mean_scale", "pooled_moments",

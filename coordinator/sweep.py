@@ -30,10 +30,10 @@ from fedclust.coordinator.fedfcm import run_fedfcm
 from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.coordinator.standardise import pooled_mean_scale
-from fedclust.protocol import choose_k, standardise, validity
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray, check_int, rng_from
-from fedclust.protocol.messages import Algorithm
+from fedclust.core.validation import FloatArray, check_int, rng_from
+from fedclust.protocol.maths import choose_k, standardise, validity
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import Algorithm
 
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
 _FUZZY_INIT: frozenset[str] = frozenset({"ffcm", "fedfcm", "fedfcm-avg"})

@@ -30,7 +30,7 @@ never widen it. A total (or a Paillier round, :mod:`counting.keyholder`) is refu
 when, with the cohorts released before (totals and decrypted rounds, of any job), it would
 make a nonzero combination of the statistics of fewer than ``min_participants`` participants
 derivable (e.g. two cohorts differing by one participant): see
-:mod:`protocol.release_guard`. Nor is a total (or a Paillier round) released over a roster
+:mod:`protocol.maths.release_guard`. Nor is a total (or a Paillier round) released over a roster
 that reaches beyond the roster one of its reporters admitted for the job (its declare task's,
 which its roster rule judged), so a coordinator cannot count a participant among members it
 invented here.
@@ -77,9 +77,10 @@ from fedclust.counting.keyholder import (
 from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import identify
-from fedclust.protocol.admin_wire import MemberToken
-from fedclust.protocol.body_limit import RouteLimit, bearer_token
-from fedclust.protocol.messages import (
+from fedclust.infra.body_limit import RouteLimit, bearer_token
+from fedclust.infra.tls import certificate_mismatch, certified_member
+from fedclust.protocol.wire.admin import MemberToken
+from fedclust.protocol.wire.messages import (
     CohortNotice,
     CountReport,
     CountRoster,
@@ -90,7 +91,6 @@ from fedclust.protocol.messages import (
     PaillierKey,
     UnmaskView,
 )
-from fedclust.protocol.tls import certificate_mismatch, certified_member
 
 __all__ = [
     "BODY_LIMITS",
@@ -438,7 +438,7 @@ def announce_cohort(
     """Record the cohort of a masked sum the caller contributes to (idempotent); the
     participant contributes only after this 204. The coordinator unmasks that cohort's sum,
     so it is a released cohort for the guard of every later total, Paillier round and
-    cohort (:mod:`protocol.release_guard`): a masked sum over the survivors of a dropout,
+    cohort (:mod:`protocol.maths.release_guard`): a masked sum over the survivors of a dropout,
     after one over everyone, is refused here, and the survivors refuse to contribute.
 
     403 when the caller or a member is off the job's roster or the caller is not in the

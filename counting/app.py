@@ -3,7 +3,7 @@
 No application is built at import time. The store (database) is opened when the app is
 created and closed when the app shuts down. Operators get ``/healthz``, ``/readyz`` (the
 database answers) and, with ``metrics = true``, ``/metrics`` with the request counter, all
-left out of the OpenAPI document (:mod:`protocol.observability`).
+left out of the OpenAPI document (:mod:`infra.observability`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import PaillierKeyHolder
 from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
-from fedclust.protocol.allow import method_not_allowed
-from fedclust.protocol.body_limit import BodySizeLimit
-from fedclust.protocol.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
-from fedclust.protocol.observability import add_observability
+from fedclust.infra.allow import method_not_allowed
+from fedclust.infra.body_limit import BodySizeLimit
+from fedclust.infra.observability import add_observability
+from fedclust.protocol.wire.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
 
 __all__ = ["API_PREFIX", "create_app"]
 

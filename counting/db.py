@@ -6,7 +6,7 @@ SQLAlchemy 2 over any URL (SQLite file by default). Three tables:
 - ``counts(job_id, participant_id, count, admitted_sha256, reported_at)``: one N_l per
   participant and job, with the roster the participant admitted for it;
 - ``released_rosters(seq, job_id, released_at)``: the jobs whose ΣN_l was released, numbered
-  in release order (the guard of :mod:`protocol.release_guard` checks every new release
+  in release order (the guard of :mod:`protocol.maths.release_guard` checks every new release
   against the rosters of these jobs).
 
 and three for the Paillier key holder (:mod:`counting.keyholder`):
@@ -35,7 +35,7 @@ in the same transaction as the record of a release, so concurrent requests canno
 the differencing guard with rosters that are only unsafe together.
 
 SQLite (the default) and PostgreSQL (``postgresql+psycopg://``) are tested; the schema's
-revisions are Alembic's (:data:`MIGRATIONS`, :mod:`protocol.schema`), applied to an older
+revisions are Alembic's (:data:`MIGRATIONS`, :mod:`infra.schema`), applied to an older
 database by ``fedclust counter migrate``.
 """
 
@@ -73,9 +73,9 @@ from fedclust.counting.keyholder import (
     first_outside,
     not_admitted_message,
 )
-from fedclust.protocol.release_guard import release_would_expose
-from fedclust.protocol.schema import Migrations, ensure_schema, migrate
-from fedclust.protocol.sqlite_file import create_private_sqlite
+from fedclust.infra.schema import Migrations, ensure_schema, migrate
+from fedclust.infra.sqlite_file import create_private_sqlite
+from fedclust.protocol.maths.release_guard import release_would_expose
 
 __all__ = [
     "MIGRATIONS",
@@ -524,7 +524,7 @@ class CountingStore:
         over a roster within the roster each reporter admitted, and only if the totals
         released before together with this one determine no nonzero combination of the
         counts of fewer than ``min_participants`` participants
-        (:func:`protocol.release_guard.release_would_expose`). A job released before is
+        (:func:`protocol.maths.release_guard.release_would_expose`). A job released before is
         released again without a new check: its total reveals nothing new.
 
         Raises:
@@ -821,7 +821,7 @@ def _release_cohort(
 ) -> tuple[str, ...] | None:
     """Record ``cohort`` as released unless, with every cohort released before, it would make
     a combination of fewer than ``min_cohort`` participants derivable; then return a smallest
-    such participant set (:func:`protocol.release_guard.release_would_expose`) and record
+    such participant set (:func:`protocol.maths.release_guard.release_would_expose`) and record
     nothing. A cohort released before passes at once."""
     key = cohort_sha256(cohort)
     if session.get(ReleasedCohortRow, (key, min(cohort))) is not None:

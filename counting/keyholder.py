@@ -25,7 +25,7 @@ values as the difference of two decryptions of the same round. Nor of two rounds
 decrypted round's contributors are a released cohort, as every released count total's roster
 is, and a round is refused when its contributors, with the cohorts released before (of any
 job), would make a nonzero combination of fewer than ``min_cohort`` participants' statistics
-derivable (:mod:`protocol.release_guard`) — e.g. a round over the survivors of a dropout
+derivable (:mod:`protocol.maths.release_guard`) — e.g. a round over the survivors of a dropout
 after one over everyone, whose memberships would give the dropped participant's N_l by
 difference. The key holder never receives an individual ciphertext, only the aggregate.
 Assumption: the coordinator and the counting service do not collude (and the coordinator
@@ -45,6 +45,8 @@ from typing import Protocol
 
 from phe.paillier import PaillierPrivateKey, PaillierPublicKey
 
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import check_int
 from fedclust.crypto.paillier import (
     MIN_COHORT,
     EncryptedVector,
@@ -52,11 +54,9 @@ from fedclust.crypto.paillier import (
     decrypt_sum,
     key_fingerprint,
 )
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import check_int
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.release_guard import release_would_expose
-from fedclust.protocol.secure_wire import paillier_key_message
+from fedclust.protocol.maths.release_guard import release_would_expose
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import paillier_key_message
 
 __all__ = [
     "DecryptionRefusedError",
@@ -176,7 +176,7 @@ def cohort_refusal(
 ) -> DecryptionRefusedError:
     """The refusal of a round whose contributors, with the cohorts released before, would
     make a combination of the ``exposed`` participants (fewer than ``min_cohort``) derivable
-    (:func:`protocol.release_guard.release_would_expose`); names ids, never a value."""
+    (:func:`protocol.maths.release_guard.release_would_expose`); names ids, never a value."""
     return DecryptionRefusedError(
         f"job {job_id!r}, Paillier round {round_no}: its contributors "
         f"{sorted(contributors)}, with the cohorts released before, would make a statistic "

@@ -11,13 +11,13 @@
     coordinator_token_sha256 = "<sha256 hex of the coordinator's token>"
     metrics = false                          # true: serve GET /metrics (no token)
     uploads_in_flight = 2                    # large bodies (over 1 MiB) one caller may send
-                                             # at once; more get 429 (protocol.body_limit)
+                                             # at once; more get 429 (infra.body_limit)
 
     [[participants]]
     id = "hospital-a"
     token_sha256 = "<sha256 hex of hospital-a's token>"
 
-    [tls]                                    # optional: HTTPS, see fedclust.protocol.tls
+    [tls]                                    # optional: HTTPS, see fedclust.infra.tls
     certificate = "pki/counting.pem"
     key = "pki/counting-key.pem"
     client_ca = "pki/ca.pem"                 # optional: mutual TLS for every client
@@ -27,7 +27,7 @@ Only SHA-256 digests of tokens are stored (:func:`token_sha256`); a digest is 64
 :meth:`CountingSettings.load` lays the environment over the file (or reads it alone):
 ``FEDCLUST_COUNTING__PORT``, ``FEDCLUST_COUNTING__COORDINATOR_TOKEN_SHA256_FILE``,
 ``FEDCLUST_PARTICIPANTS`` (a JSON array), ``FEDCLUST_TLS__KEY``, ...; see
-:mod:`fedclust.protocol.config_env`.
+:mod:`fedclust.infra.config_env`.
 """
 
 from __future__ import annotations
@@ -43,16 +43,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from fedclust.crypto.tokens import check_sha256_hex
-from fedclust.protocol.body_limit import UPLOADS_IN_FLIGHT
-from fedclust.protocol.config_env import EnvSchema, tls_schema
-from fedclust.protocol.config_toml import only_keys, resolve_sqlite_url
-from fedclust.protocol.tls import COUNTING_KEYS, TlsSettings
+from fedclust.infra.body_limit import UPLOADS_IN_FLIGHT
+from fedclust.infra.config_env import EnvSchema, tls_schema
+from fedclust.infra.config_toml import only_keys, resolve_sqlite_url
+from fedclust.infra.tls import COUNTING_KEYS, TlsSettings
 
 __all__ = ["CountingSettings", "ParticipantCredential"]
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
-#: The settings ``FEDCLUST_...`` variables and secret files may give (protocol.config_env).
+#: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
 _ENV = EnvSchema({
     "counting": {
         "host": str, "port": int, "database_url": str, "min_participants": int,
@@ -98,9 +98,9 @@ class CountingSettings:
         tls: HTTPS and mutual TLS (``[tls]``, with ``coordinator_name``: the name the
             coordinator's client certificate must carry for its token to count).
         metrics: serve Prometheus metrics at ``GET /metrics`` without a token (off by
-            default; see :mod:`protocol.observability`).
+            default; see :mod:`infra.observability`).
         uploads_in_flight: how many large bodies one caller may have in flight at once
-            (:mod:`protocol.body_limit`; more are answered 429).
+            (:mod:`infra.body_limit`; more are answered 429).
     """
 
     coordinator_token_sha256: str = field(repr=False)
@@ -176,7 +176,7 @@ class CountingSettings:
         cls, path: str | os.PathLike[str] | None = None, *, environment: bool = True
     ) -> CountingSettings:
         """``counting.toml`` (optional) with the ``FEDCLUST_`` variables and secret files laid
-        over it (:mod:`fedclust.protocol.config_env`); without a file, relative paths resolve
+        over it (:mod:`fedclust.infra.config_env`); without a file, relative paths resolve
         against the working directory. Errors name the file or the variable and the key."""
         layered = _ENV.load(
             path, what="the counting service's config file", environment=environment

@@ -38,8 +38,8 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedclust.protocol._validation import check_float, check_int
-from fedclust.protocol.errors import ProtocolError
+from fedclust.core.errors import ProtocolError
+from fedclust.core.validation import check_float, check_int
 
 __all__ = [
     "BoundError", "Statistic", "add", "add_into", "check_aggregate", "decode", "encode",

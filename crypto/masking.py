@@ -73,12 +73,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from numpy.typing import NDArray
 
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import check_int
 from fedclust.crypto import _prg, shamir
 from fedclust.crypto._prg import IntegrityError
 from fedclust.crypto.fixedpoint import add_into, subtract_into
 from fedclust.crypto.graph import MaskingGraph, shared_graph
-from fedclust.protocol._validation import check_int
-from fedclust.protocol.errors import ProtocolError, RefusedError
 
 __all__ = [
     "EncryptedShare",

@@ -58,9 +58,9 @@ from phe import paillier
 from phe.paillier import PaillierPrivateKey as PrivateKey
 from phe.paillier import PaillierPublicKey as PublicKey
 
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import check_float, check_int
 from fedclust.crypto.fixedpoint import MAX_WORDS, fixed_integers, limit_bits
-from fedclust.protocol._validation import check_float, check_int
-from fedclust.protocol.errors import ProtocolError, RefusedError
 
 __all__ = [
     "MIN_COHORT",

@@ -3,7 +3,7 @@
 The participant fetches the job's centers with its own token (one ``GET``, no body:
 ``/api/v1/participants/jobs/{job_id}/result``, answered only for a member of the job), loads
 its data as its agent does, and computes each row's nearest center and memberships locally
-(:func:`protocol.assignment.assign`). Nothing data-dependent leaves the organisation.
+(:func:`protocol.wire.assignment.assign`). Nothing data-dependent leaves the organisation.
 
 A standardised job clustered z-scores with the federation's mean and scale, which the result
 document does not hold; the agent saved them with the job's state (``state_dir/jobs/<job>.json``,
@@ -24,14 +24,14 @@ from pydantic import TypeAdapter, ValidationError
 from fedclust.client import ApiError
 from fedclust.participant.agent import StateStore
 from fedclust.participant.config import ParticipantConfig
-from fedclust.protocol.assignment import (
+from fedclust.protocol.wire.assignment import (
     Assignment,
     ParticipantResult,
     assign,
     released_centers,
     sweep_entry,
 )
-from fedclust.protocol.messages import Identifier
+from fedclust.protocol.wire.messages import Identifier
 
 __all__ = [
     "AssignedRows",

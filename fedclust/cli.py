@@ -4,7 +4,7 @@
   dataset or a user's file; ``--json`` prints one JSON document instead of the table.
 - ``fedclust coordinator serve``, ``fedclust counter serve`` and ``fedclust participant run``
   run the three service roles from their TOML configs; ``fedclust coordinator migrate`` and
-  ``fedclust counter migrate`` upgrade a service's database schema (:mod:`protocol.schema`).
+  ``fedclust counter migrate`` upgrade a service's database schema (:mod:`infra.schema`).
 - ``fedclust participant assign`` labels a participant's own rows with a finished job's centers,
   computed locally (:mod:`fedclust.assign`).
 - ``fedclust job submit|status|result|cancel`` are the analyst's calls to a coordinator.
@@ -49,14 +49,14 @@ from fedclust.client import (
     format_progress,
 )
 from fedclust.coordinator.sweep import ALGORITHMS, PLAIN_ONLY
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.data.federations import SYNTHETIC, build_federation
 from fedclust.data.loaders import DataWarning
 from fedclust.deep_simulate import DEEP_ALGORITHMS
 from fedclust.exports import feature_names, with_feature_names, write_exports
+from fedclust.infra.logformat import ENV_VAR, FORMATS, configure_logging
 from fedclust.progress import SweepProgress
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.logformat import ENV_VAR, FORMATS, configure_logging
-from fedclust.protocol.messages import (
+from fedclust.protocol.wire.messages import (
     DisclosureLedger,
     DistillParams,
     FedCRefParams,
@@ -1150,7 +1150,7 @@ def _simulate(args: argparse.Namespace) -> int:
 # Seconds uvicorn waits for open requests (participants' long polls) before shutting down.
 _GRACEFUL_SHUTDOWN = 3
 def _log_to_stderr(args: argparse.Namespace) -> None:
-    """Log to stderr as ``--log-format`` (or ``$FEDCLUST_LOG_FORMAT``) says: protocol.logformat."""
+    """Log to stderr as ``--log-format`` (or ``$FEDCLUST_LOG_FORMAT``) says: infra.logformat."""
     configure_logging(args.log_format)
 
 
@@ -1221,7 +1221,7 @@ def _participant(args: argparse.Namespace) -> int:
     from fedclust.participant.agent import AgentError, run_agent
     from fedclust.participant.config import ParticipantConfig
     from fedclust.participant.secure import load_identity
-    from fedclust.protocol.secure_wire import b64
+    from fedclust.protocol.wire.secure import b64
 
     if args.action == "enrol":
         return _participant_enrol(args)

@@ -1,7 +1,7 @@
 """The analyst's HTTP client of the coordinator (``fedclust job ...`` and ``fedclust demo``).
 
 Plain httpx over the REST API of ``/api/v1``; every response is parsed into the wire model of
-:mod:`protocol.messages`. An error response becomes :class:`ApiError` carrying the server's
+:mod:`protocol.wire.messages`. An error response becomes :class:`ApiError` carrying the server's
 ``detail`` (FastAPI validation errors are flattened to ``field: message`` lines).
 """
 
@@ -17,16 +17,16 @@ from typing import Any, Final
 import httpx
 from pydantic import TypeAdapter
 
-from fedclust.protocol.admin_wire import AdminEvent, Invitation, InvitationCreate
-from fedclust.protocol.config_env import EnvSchema, tls_schema
-from fedclust.protocol.messages import (
+from fedclust.infra.config_env import EnvSchema, tls_schema
+from fedclust.infra.tls import CLIENT_KEYS, TlsSettings
+from fedclust.protocol.wire.admin import AdminEvent, Invitation, InvitationCreate
+from fedclust.protocol.wire.messages import (
     DisclosureLedger,
     JobCreate,
     JobPublic,
     ParticipantPublic,
     ResultDocument,
 )
-from fedclust.protocol.tls import CLIENT_KEYS, TlsSettings
 
 __all__ = [
     "TERMINAL_STATES",
@@ -42,7 +42,7 @@ ENV_URL: Final = "FEDCLUST_COORDINATOR_URL"
 ENV_TOKEN: Final = "FEDCLUST_TOKEN"
 _PARTICIPANTS: Final = TypeAdapter(list[ParticipantPublic])
 _JOBS: Final = TypeAdapter(list[JobPublic])
-#: What ``FEDCLUST_ANALYST__...`` and ``FEDCLUST_TLS__...`` may give (protocol.config_env).
+#: What ``FEDCLUST_ANALYST__...`` and ``FEDCLUST_TLS__...`` may give (infra.config_env).
 _ENV: Final = EnvSchema(
     {"analyst": {"coordinator_url": str, "token": str}, "tls": tls_schema(CLIENT_KEYS)}
 )
@@ -80,7 +80,7 @@ def _detail(response: httpx.Response) -> str:
 class AnalystConfig:
     """Where the coordinator is, the analyst's bearer token (never shown by ``repr``) and
     the TLS settings of an ``https://`` coordinator (``[tls]``: ``ca``, and ``certificate``
-    and ``key`` under mutual TLS; see :mod:`protocol.tls`)."""
+    and ``key`` under mutual TLS; see :mod:`infra.tls`)."""
 
     coordinator_url: str
     token: str = field(repr=False)
@@ -103,7 +103,7 @@ class AnalystConfig:
     def load(cls, path: str | os.PathLike[str] | None) -> AnalystConfig:
         """``path`` (optional) with ``FEDCLUST_ANALYST__COORDINATOR_URL``,
         ``FEDCLUST_ANALYST__TOKEN`` (or ``..._TOKEN_FILE``) and ``FEDCLUST_TLS__*`` laid over
-        it (:mod:`fedclust.protocol.config_env`). Without a file, ``FEDCLUST_COORDINATOR_URL``
+        it (:mod:`fedclust.infra.config_env`). Without a file, ``FEDCLUST_COORDINATOR_URL``
         and ``FEDCLUST_TOKEN`` count too (never over a file: a token exported for one
         coordinator is not sent to the one a file names)."""
         aliases = None

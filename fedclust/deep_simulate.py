@@ -60,6 +60,8 @@ from fedclust.coordinator.fedcref import FedCRefResult
 from fedclust.coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import check_float, check_int
 from fedclust.crypto.masking import IdentityKey
 from fedclust.participant import dispatch
 from fedclust.participant.dispatch import SecureStages
@@ -69,11 +71,9 @@ from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy, accepting
 from fedclust.participant.secure import PeerPins, SecureSession
 from fedclust.participant.terms import OwnBounds, require_task
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import check_float, check_int
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.fedcref import AutoencoderSpec
-from fedclust.protocol.messages import DistillParams, FedCRefParams, JobCreate
+from fedclust.protocol.maths.fedcref import AutoencoderSpec
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import DistillParams, FedCRefParams, JobCreate
 
 if TYPE_CHECKING:
     from fedclust.participant.deep.distill_local import DistillParticipant
@@ -537,7 +537,7 @@ def simulate_fed_distill(
     ``distill_epochs`` None = 30 on digits (MLP classifier), 50 (the paper's) on MNIST (CNN).
     """
     require_torch()
-    from fedclust.protocol.distillation import grouping_ari
+    from fedclust.protocol.maths.distillation import grouping_ari
 
     _check_protection(protection)
     t0 = time.perf_counter()
@@ -644,8 +644,8 @@ def simulate_fedcref(
     """
     require_torch()
     from fedclust.participant.deep.fedcref_local import label_evaluator
-    from fedclust.protocol.distillation import grouping_ari
-    from fedclust.protocol.fedcref import ClusterRef, Grouping
+    from fedclust.protocol.maths.distillation import grouping_ari
+    from fedclust.protocol.maths.fedcref import ClusterRef, Grouping
 
     _check_protection(protection)
     t0 = time.perf_counter()

@@ -37,7 +37,7 @@ from fedclust.config_files import FederationFiles, write_federation
 from fedclust.data import synthetic
 from fedclust.participant.policy import accepting
 from fedclust.progress import SweepProgress
-from fedclust.protocol.messages import JobCreate, JobPublic, ProtectionScheme, ResultDocument
+from fedclust.protocol.wire.messages import JobCreate, JobPublic, ProtectionScheme, ResultDocument
 from fedclust.report import format_result
 
 __all__ = ["DEMO_PARTICIPANTS", "Demo", "free_port", "run_demo"]

@@ -8,7 +8,7 @@ service) and keep its result document.
 ``fit`` takes a *federation*, not one data matrix: a list of per-participant arrays or
 DataFrames (whose columns must agree), or one DataFrame and ``split_column`` naming the
 column that says which participant holds a row. ``predict`` and ``predict_proba`` then label
-one participant's own rows with the released centers (:func:`protocol.assignment.assign`,
+one participant's own rows with the released centers (:func:`protocol.wire.assignment.assign`,
 the computation ``fedclust participant assign`` runs at an organisation).
 
 Because ``fit`` takes a federation, scikit-learn's ``check_estimator`` does not apply as a
@@ -29,10 +29,10 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from fedclust.core.validation import FloatArray, check_data, check_float, check_int
 from fedclust.data.federations import Federation
-from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int
-from fedclust.protocol.assignment import Assignment, assign, released_centers, sweep_entry
-from fedclust.protocol.messages import Algorithm, ProtectionScheme, ResultDocument
+from fedclust.protocol.wire.assignment import Assignment, assign, released_centers, sweep_entry
+from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme, ResultDocument
 
 __all__ = ["FedFCM", "FederatedFuzzyCMeans", "FederatedKMeans", "KFed", "sweep"]
 

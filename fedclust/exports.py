@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire.messages import ResultDocument
 
 
 def feature_names(doc: ResultDocument) -> list[str]:

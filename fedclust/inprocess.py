@@ -29,7 +29,7 @@ from fedclust.data.federations import Federation
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import accepting
-from fedclust.protocol.messages import JobCreate, JobPublic, ResultDocument
+from fedclust.protocol.wire.messages import JobCreate, JobPublic, ResultDocument
 
 __all__ = ["run_in_process", "serving"]
 

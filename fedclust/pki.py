@@ -4,7 +4,7 @@
 certificate for one service or organisation (``NAME.pem``, ``NAME-key.pem``) usable both to
 serve HTTPS and as a TLS client certificate (extended key usages serverAuth and clientAuth).
 Its subject common name and first DNS name are NAME. Under mutual TLS a token counts only with
-a certificate naming its holder (:mod:`protocol.tls`): issue a participant's under its
+a certificate naming its holder (:mod:`infra.tls`): issue a participant's under its
 participant id, an analyst's or admin's under the name configured with its token, and the
 coordinator's as ``coordinator`` (the counting service's default ``[tls] coordinator_name``).
 

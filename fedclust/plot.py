@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from fedclust.exports import feature_names
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire.messages import ResultDocument
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from fedclust.protocol.tls import TlsSettings
+from fedclust.infra.tls import TlsSettings
 
 __all__ = ["main", "probe"]
 

@@ -28,7 +28,7 @@ from rich.progress import (
 )
 
 from fedclust.coordinator.result import RoundRecord
-from fedclust.protocol.messages import JobPublic
+from fedclust.protocol.wire.messages import JobPublic
 
 __all__ = ["SweepProgress", "describe"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import TypeAdapter
 
 from fedclust.exports import feature_names
-from fedclust.protocol.messages import JobPublic, ResultDocument
+from fedclust.protocol.wire.messages import JobPublic, ResultDocument
 
 _JOB_LIST = TypeAdapter(list[JobPublic])
 

@@ -19,6 +19,7 @@ from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
 from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.coordinator.sweep import SweepResult
+from fedclust.core.validation import check_int
 from fedclust.counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
 from fedclust.crypto.masking import IdentityKey
 from fedclust.data.federations import Federation
@@ -26,9 +27,8 @@ from fedclust.participant.dispatch import SecureStages
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.secure import PeerPins, SecureMember, SecureSession
-from fedclust.protocol import metrics
-from fedclust.protocol._validation import check_int
-from fedclust.protocol.messages import Algorithm, JobCreate, ProtectionScheme, ResultDocument
+from fedclust.protocol.maths import metrics
+from fedclust.protocol.wire.messages import Algorithm, JobCreate, ProtectionScheme, ResultDocument
 
 SIMULATION_JOB_ID = "simulation"
 
@@ -41,7 +41,7 @@ class CountingService:
     released at R and again at R + 1 reporters would give away the last one's N_l.
     (Stallmann & Wilbik §2.2.3 recommend a party other than the coordinator for this.)
     It serves one roster, so the real service's guard against differencing the totals of
-    several rosters (:mod:`protocol.release_guard`) has nothing to refuse here: the multiples
+    several rosters (:mod:`protocol.maths.release_guard`) has nothing to refuse here: the multiples
     of one roster's indicator vector give no count of fewer than ``min_participants``.
     """
 

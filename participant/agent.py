@@ -8,12 +8,12 @@
    :func:`participant.dispatch.execute` on the job's own
    :class:`~participant.local.LocalParticipant`, which shares the rows loaded once (read-only;
    a job's standardisation makes its own z-scored array), and ``POST`` the
-   :class:`~protocol.messages.Contribution`;
+   :class:`~protocol.wire.messages.Contribution`;
 3. a ``report_count`` task sends N_l to the counting service only (the job's ``count_sink``);
    the coordinator gets an ``ack``.
 
 At start-up the agent checks that its rows satisfy the bounds its policy declares
-(``protocol.declaration``; derived from the rows when not configured) and logs them; every
+(``protocol.maths.declaration``; derived from the rows when not configured) and logs them; every
 job's first task (``declare``) sends them to the coordinator. It carries the job's terms:
 there the policy's protections and roster rule are evaluated (the roster against the rosters
 joined before, ``state_dir/rosters.json``, :mod:`participant.rosters`), and every later task
@@ -25,7 +25,7 @@ applied (task id, mean, scale) and the number of algorithm-step tasks answered, 
 restarted agent re-applies the scaling and keeps counting towards ``policy.max_rounds``; a
 re-delivered task (same id) is answered again without being applied or counted twice. Steps
 beyond ``max_rounds``, tasks outside the policy or the job's terms and tasks the data cannot
-answer get a :class:`~protocol.messages.RefusalReply` with the reason. Network errors and
+answer get a :class:`~protocol.wire.messages.RefusalReply` with the reason. Network errors and
 5xx answers are retried with exponential backoff; the agent stops, between requests, once
 ``stop`` is set. It logs to ``fedclust.participant``, never a token, a count or a data
 value — except, for its operator only, how many values exceeded a declared bound and by how
@@ -59,7 +59,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
+from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import IdentityKey
+from fedclust.infra.private_files import private_file, write_private
 from fedclust.participant.audit import AuditLog, Recipient
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.dispatch import SecureStages, execute
@@ -69,14 +71,12 @@ from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.rosters import RosterBook
 from fedclust.participant.secure import PeerPins, SecureSession, load_identity
 from fedclust.participant.terms import OwnBounds, held_bounds, require_task
-from fedclust.protocol import messages as msg
-from fedclust.protocol.audit_wire import AuditHead
-from fedclust.protocol.blobs import BLOB_KEY, digest, inline
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.private_files import private_file, write_private
-from fedclust.protocol.rows import Rows, RowSource, largest_magnitude, pin_blas_threads
-from fedclust.protocol.secure_wire import b64
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.maths.rows import Rows, RowSource, largest_magnitude, pin_blas_threads
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.audit import AuditHead
+from fedclust.protocol.wire.blobs import BLOB_KEY, digest, inline
+from fedclust.protocol.wire.secure import b64
 
 __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
 
@@ -198,7 +198,7 @@ class JobState:
 
 class StateStore:
     """Per-job JSON files under ``root/jobs`` (written atomically, mode 0600, folders 0700:
-    :mod:`protocol.private_files`)."""
+    :mod:`infra.private_files`)."""
 
     def __init__(self, root: Path) -> None:
         self._dir = root / "jobs"

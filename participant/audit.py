@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from fedclust.crypto.masking import IdentityKey, audit_signature_valid
-from fedclust.protocol.messages import field_protection, wire_fields
-from fedclust.protocol.private_files import create_private
+from fedclust.infra.private_files import create_private
+from fedclust.protocol.wire.messages import field_protection, wire_fields
 
 __all__ = [
     "GENESIS",
@@ -105,7 +105,7 @@ def _sha256(text: str | bytes) -> str:
 
 def describe_body(body: bytes, kind: str = "") -> list[dict[str, Any]]:
     """The fields of a JSON request body of message ``kind``: name, shape (None for a
-    scalar), protection (``protocol.messages.field_protection``)."""
+    scalar), protection (``protocol.wire.messages.field_protection``)."""
     return [
         {
             "name": name,

@@ -15,7 +15,7 @@
     audit_log = "audit-hospital-a.jsonl"    # default: audit-<id>.jsonl (participant.audit)
     identity_key = "identity-hospital-a.key" # default: identity-<id>.key, created if absent
 
-    [tls]                                   # optional: https:// services (protocol.tls)
+    [tls]                                   # optional: https:// services (infra.tls)
     ca = "pki/ca.pem"                       # the CA the services' certificates chain to
     certificate = "pki/hospital-a.pem"      # mutual TLS: this organisation's certificate
     key = "pki/hospital-a-key.pem"
@@ -50,7 +50,7 @@
     protections = ["masking", "paillier"]   # add "none" to take part in unprotected jobs
 
 ``row_bound`` and ``value_bound`` are declared to every coordinator in the clear
-(``protocol.declaration``); "auto" (the default) derives them from the data when it is
+(``protocol.maths.declaration``); "auto" (the default) derives them from the data when it is
 loaded, which discloses the bucket of the row count and the binary order of magnitude of
 the largest value. The agent checks at start-up that the data satisfy the declaration.
 
@@ -60,7 +60,7 @@ the environment over the file (or reads it alone): ``FEDCLUST_PARTICIPANT__TOKEN
 ``token_file`` / ``FEDCLUST_PARTICIPANT__TOKEN_FILE`` naming a file holding it,
 ``FEDCLUST_DATA__PATH``, ``FEDCLUST_POLICY__ALLOWED_ALGORITHMS`` and
 ``FEDCLUST_POLICY__PROTECTIONS`` (JSON), ``FEDCLUST_PEERS``
-(a JSON object), ...; see :mod:`fedclust.protocol.config_env`. Data files: CSV, gzip CSV and ARFF
+(a JSON object), ...; see :mod:`fedclust.infra.config_env`. Data files: CSV, gzip CSV and ARFF
 via :func:`fedclust.data.loaders.load_dataset`; ``.npy`` via :func:`numpy.load` (no pickles);
 Parquet only when ``pyarrow`` is installed.
 """
@@ -80,6 +80,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from fedclust.core.validation import FloatArray, check_data
+from fedclust.infra.config_env import EnvSchema, tls_schema
+from fedclust.infra.config_toml import only_keys
+from fedclust.infra.tls import CLIENT_KEYS, TlsSettings
 from fedclust.participant.policy import (
     ALGORITHMS,
     PROTECTIONS,
@@ -87,18 +91,14 @@ from fedclust.participant.policy import (
     ROSTER_RULES,
     Policy,
 )
-from fedclust.protocol._validation import FloatArray, check_data
-from fedclust.protocol.config_env import EnvSchema, tls_schema
-from fedclust.protocol.config_toml import only_keys
-from fedclust.protocol.declaration import is_power_of_two
-from fedclust.protocol.rows import (
+from fedclust.protocol.maths.declaration import is_power_of_two
+from fedclust.protocol.maths.rows import (
     DEFAULT_BUDGET_BYTES,
     ChunkedRows,
     RowSource,
     as_rows,
     chunk_rows,
 )
-from fedclust.protocol.tls import CLIENT_KEYS, TlsSettings
 
 __all__ = [
     "ENROLLED_TOKEN_FILE",
@@ -119,7 +119,7 @@ _PUBLIC_KEY = re.compile(r"^[A-Za-z0-9+/]{43}=$")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 
 _INDEX_OR_NAME = Annotated[int | str, Field(union_mode="left_to_right")]
-#: The settings ``FEDCLUST_...`` variables and secret files may give (protocol.config_env).
+#: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
 _ENV = EnvSchema({
     "participant": {
         "id": str, "coordinator_url": str, "counting_url": str, "token": str,
@@ -261,7 +261,7 @@ class ParticipantConfig:
         cls, path: str | os.PathLike[str] | None = None, *, environment: bool = True
     ) -> ParticipantConfig:
         """``participant.toml`` (optional) with the ``FEDCLUST_`` variables and secret files
-        laid over it (:mod:`fedclust.protocol.config_env`); without a file, relative paths
+        laid over it (:mod:`fedclust.infra.config_env`); without a file, relative paths
         resolve against the working directory.
 
         Raises:

@@ -3,7 +3,7 @@
 When an organisation's rows outgrow one machine, its agent keeps them in a ``dask.array``
 (rows × features, e.g. read from Parquet with ``dask.dataframe``) and wraps it in
 :class:`DaskRows`. Every statistic of ``protocol`` is a fold of per-block partial sums
-(``protocol.rows``): here the workers compute the partials of the blocks of their chunks
+(``protocol.maths.rows``): here the workers compute the partials of the blocks of their chunks
 (each chunk a whole number of ``BLOCK_ROWS`` blocks, so the blocks are those of the
 in-memory array), only the (blocks × statistic size) partials travel back, and the agent adds
 them in block order. The statistics are therefore the numpy ones, bit for bit, for any
@@ -21,8 +21,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.rows import (
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.rows import (
     BLOCK_ROWS,
     DEFAULT_BUDGET_BYTES,
     Block,

@@ -1,9 +1,9 @@
 """Answer one wire task with the participant's local computations.
 
-The agent receives :class:`protocol.messages.Task` objects; :func:`execute` checks the
+The agent receives :class:`protocol.wire.messages.Task` objects; :func:`execute` checks the
 participant's policy, runs the matching :class:`~participant.local.LocalParticipant`
 method and wraps the result in its reply model. A refusal (policy, privacy rule) becomes a
-:class:`~protocol.messages.RefusalReply` carrying the reason.
+:class:`~protocol.wire.messages.RefusalReply` carrying the reason.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Final, Protocol
 
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import FloatArray
 from fedclust.crypto.fixedpoint import BoundError
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.model_tasks import MODEL_TASKS
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.wire import messages as msg
 
 log = logging.getLogger("fedclust.participant")
 

@@ -1,6 +1,6 @@
 """The participant side of a "fed-distill" job over the wire (coordinator.distill_job).
 
-:class:`DistillTasks` answers the distillation tasks of ``protocol.messages`` with a
+:class:`DistillTasks` answers the distillation tasks of ``protocol.wire.messages`` with a
 ``participant.deep.distill_local.DistillParticipant`` built lazily on the first
 ``distill_train`` task: torch is imported only then, so an agent without the ``fedclust[deep]``
 extra still answers every other job, and refuses these tasks with a clear reason. A
@@ -18,11 +18,11 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import FloatArray
 from fedclust.participant.model_store import load_arrays, save_arrays
-from fedclust.protocol import distillation as dist
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.maths import distillation as dist
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["DISTILL_TASKS", "DistillTasks"]
 

@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from fedclust.infra.private_files import write_private
+from fedclust.infra.tls import TlsSettings
 from fedclust.participant.config import (
     _ENV,
     ParticipantConfig,
@@ -27,10 +29,8 @@ from fedclust.participant.config import (
     enrolled_token_path,
 )
 from fedclust.participant.secure import load_identity
-from fedclust.protocol.admin_wire import JoinRequest, JoinResponse
-from fedclust.protocol.private_files import write_private
-from fedclust.protocol.secure_wire import b64
-from fedclust.protocol.tls import TlsSettings
+from fedclust.protocol.wire.admin import JoinRequest, JoinResponse
+from fedclust.protocol.wire.secure import b64
 
 __all__ = ["EnrolmentError", "JoinTarget", "enrol", "join_target"]
 

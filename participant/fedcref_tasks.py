@@ -1,6 +1,6 @@
 """The participant side of a "fedcref" job over the wire (coordinator.fedcref_job).
 
-:class:`FedCRefTasks` answers the FedCRef tasks of ``protocol.messages`` with a
+:class:`FedCRefTasks` answers the FedCRef tasks of ``protocol.wire.messages`` with a
 ``participant.deep.fedcref_local.FedCRefLocal`` built on the ``fedcref_init`` task: torch is
 imported only then, so an agent without the ``fedclust[deep]`` extra still answers every other
 job and refuses these tasks with a clear reason. The rows must be scaled to [0, 1]; the
@@ -19,10 +19,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import FloatArray
 from fedclust.participant.model_store import load_arrays, save_arrays
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import ProtocolError, RefusedError
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["FEDCREF_TASKS", "FedCRefTasks"]
 
@@ -115,7 +115,7 @@ class FedCRefTasks:
         try:
             from fedclust.participant.deep.autoencoder import TrainConfig
             from fedclust.participant.deep.fedcref_local import FedCRefLocal
-            from fedclust.protocol.fedcref import AutoencoderSpec
+            from fedclust.protocol.maths.fedcref import AutoencoderSpec
         except ImportError:
             raise RefusedError(
                 f"participant {self._name!r} cannot train autoencoders: PyTorch is not "

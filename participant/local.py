@@ -5,9 +5,9 @@ requests by calling the pure participant-side functions of ``protocol``. It chec
 :class:`~participant.policy.Policy` before computing anything. The in-process simulator
 uses it directly; the network agent wraps the same object behind HTTP.
 
-The rows are checked once, when the participant is built (:class:`protocol.rows.Rows`, with
+The rows are checked once, when the participant is built (:class:`protocol.maths.rows.Rows`, with
 their squared norms), and shared, never copied: every statistic reads them block by block
-(``protocol.rows``), so a job's extra memory is a constant. A standardisation replaces them
+(``protocol.maths.rows``), so a job's extra memory is a constant. A standardisation replaces them
 by one new array.
 """
 
@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import FloatArray, check_centers
 from fedclust.participant.policy import Policy
-from fedclust.protocol import (
+from fedclust.protocol.maths import (
     center_kmeans,
     choose_k,
     exact_fcm,
@@ -31,12 +33,10 @@ from fedclust.protocol import (
     standardise,
     validity,
 )
-from fedclust.protocol._fuzzy import nearest
-from fedclust.protocol._validation import FloatArray, check_centers
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.messages import JobCreate
-from fedclust.protocol.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
+from fedclust.protocol.maths._fuzzy import nearest
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.maths.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
+from fedclust.protocol.wire.messages import JobCreate
 
 
 class LocalParticipant:
@@ -69,7 +69,7 @@ class LocalParticipant:
         self._rows = as_source(X, name=f"data of participant {name!r}")
         self.name = name
         self.policy = policy if policy is not None else Policy()
-        #: The public bounds of the raw rows (``protocol.declaration``), fixed at load time:
+        #: The public bounds of the raw rows (``protocol.maths.declaration``), fixed at load time:
         #: every size check below is made against them, never against the rows.
         self.declaration: Declaration = self.policy.declare_extent(
             self._rows.n_rows, largest_magnitude(self._rows)

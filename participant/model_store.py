@@ -2,7 +2,7 @@
 
 One ``.npz`` file per job and algorithm in the agent's state folder, written atomically
 (a temporary file, then a rename) and private to the agent's user (mode 0600, folders 0700:
-:mod:`protocol.private_files`; the models and labels describe the rows): small ``facts``
+:mod:`infra.private_files`; the models and labels describe the rows): small ``facts``
 (architecture, flags; stored as ``meta.<name>``) and the named ``arrays`` under their own
 names (e.g. ``labels``, readable with ``numpy.load``). A damaged file is refused with a reason
 for the coordinator.
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.private_files import private_file
+from fedclust.core.errors import RefusedError
+from fedclust.infra.private_files import private_file
 
 __all__ = ["load_arrays", "save_arrays"]
 

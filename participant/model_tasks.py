@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from fedclust.core.validation import FloatArray
 from fedclust.participant.distill_tasks import DISTILL_TASKS, DistillTasks
 from fedclust.participant.fedcref_tasks import FEDCREF_TASKS, FedCRefTasks
-from fedclust.protocol import messages as msg
-from fedclust.protocol._validation import FloatArray
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["MODEL_TASKS", "ModelTasks"]
 

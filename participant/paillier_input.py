@@ -1,6 +1,6 @@
 """A participant's side of the Paillier secure sums of one job (``crypto.paillier``).
 
-The coordinator sends a :class:`protocol.messages.PaillierInputTask` per sum;
+The coordinator sends a :class:`protocol.wire.messages.PaillierInputTask` per sum;
 :class:`PaillierSession` answers it:
 
 1. answer the very task answered last again with the same ciphertexts (a coordinator resumed
@@ -28,13 +28,13 @@ from collections.abc import Callable
 
 from phe.paillier import PaillierPublicKey
 
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.crypto.fixedpoint import BoundError
 from fedclust.crypto.paillier import SlotSpec, encrypt_vector
 from fedclust.participant import dispatch
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.secure_wire import public_key_of
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import public_key_of
 
 __all__ = ["PaillierSession"]
 

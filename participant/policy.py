@@ -1,9 +1,9 @@
 """A participant's local policy: what it will ever compute for a coordinator.
 
 The policy is the organisation's, not the coordinator's: a request outside it is refused
-with :class:`protocol.errors.RefusedError` and a reason the coordinator can show. Every such
+with :class:`core.errors.RefusedError` and a reason the coordinator can show. Every such
 reason is a function of the job and of this public policy (with the bounds it declares,
-``protocol.declaration``), never of the rows: a refusal that depended on the rows would
+``protocol.maths.declaration``), never of the rows: a refusal that depended on the rows would
 answer a yes/no question about them.
 """
 
@@ -14,10 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.declaration import Declaration, is_power_of_two, row_bucket, value_bucket
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.messages import ProtectionScheme
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.declaration import (
+    Declaration,
+    is_power_of_two,
+    row_bucket,
+    value_bucket,
+)
+from fedclust.protocol.wire.messages import ProtectionScheme
 
 ALGORITHMS = frozenset({"ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"})
 
@@ -25,7 +30,7 @@ RosterRule = Literal["any", "fixed", "min_difference"]
 ROSTER_RULES: Final[tuple[RosterRule, ...]] = ("any", "fixed", "min_difference")
 RosterMembers = Literal["any", "known"]
 ROSTER_MEMBERS: Final[tuple[RosterMembers, ...]] = ("any", "known")
-#: Every protection a job can declare (``protocol.messages.ProtectionScheme``).
+#: Every protection a job can declare (``protocol.wire.messages.ProtectionScheme``).
 PROTECTIONS: Final[frozenset[str]] = frozenset(get_args(ProtectionScheme))
 #: The protections an agent accepts unless its organisation opts in to "none" (the papers'
 #: unprotected protocol, where each participant's statistics reach the coordinator).

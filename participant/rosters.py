@@ -20,9 +20,9 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from fedclust.core.errors import RefusedError
+from fedclust.infra.private_files import write_private
 from fedclust.participant.policy import Policy, roster_text
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.private_files import write_private
 
 __all__ = ["RosterBook"]
 

@@ -2,7 +2,7 @@
 
 The coordinator sets up keys once per group of participants that sums together (usually the
 whole job, numbered ``setup``), then runs each secure sum in two stages, each a task to
-every member (``protocol.messages.Secure*Task``); :class:`SecureSession` answers:
+every member (``protocol.wire.messages.Secure*Task``); :class:`SecureSession` answers:
 
 - ``secure_setup`` (once per setup): check the roster (this participant in it) and the
   peers' identity keys against the ones pinned earlier (:class:`PeerPins`), make the keys;
@@ -36,6 +36,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.crypto.fixedpoint import BoundError, Statistic, encode
 from fedclust.crypto.masking import (
     IdentityKey,
@@ -44,13 +45,12 @@ from fedclust.crypto.masking import (
     MaskingClient,
     UnmaskRequest,
 )
+from fedclust.infra.private_files import private_file, write_private
 from fedclust.participant import dispatch
 from fedclust.participant.dispatch import StageHandler
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.private_files import private_file, write_private
-from fedclust.protocol.secure_wire import (
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import (
     b64,
     encrypted_share,
     raw,

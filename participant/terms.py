@@ -1,11 +1,11 @@
 """What a job's declared terms let a coordinator ask: the agent's check of every task.
 
-The ``declare`` task carries the job's terms (the analyst's :class:`protocol.messages.JobCreate`,
-validated by the API's own validators when the task is read); the agent keeps them with the
-job's state and refuses any later task of the job they do not allow, before computing
-anything. The check is a function of the task and the terms only, never of the rows, so a
-refusal answers no question about the data (a coordinator cannot probe N_l with crafted
-``local_k`` or ``fcm_sums`` tasks):
+The ``declare`` task carries the job's terms (the analyst's
+:class:`protocol.wire.messages.JobCreate`, validated by the API's own validators when the task
+is read); the agent keeps them with the job's state and refuses any later task of the job
+they do not allow, before computing anything. The check is a function of the task and the
+terms only, never of the rows, so a refusal answers no question about the data (a
+coordinator cannot probe N_l with crafted ``local_k`` or ``fcm_sums`` tasks):
 
 - the task's algorithm is the job's;
 - its kind is one the job's algorithm sends (:data:`ALGORITHM_KINDS`): local centers
@@ -28,14 +28,14 @@ refusal answers no question about the data (a coordinator cannot probe N_l with 
 
 The terms are the coordinator's, so two more rules hold every task to the participant's OWN
 declaration (:class:`OwnBounds`: row_bound R with R/2 < N_l <= R, value_bound B), the rules
-the coordinator's API applies to every declaration (``protocol.bounds``):
+the coordinator's API applies to every declaration (``protocol.wire.bounds``):
 
 - a local clustering with K centers (``local_k``'s k_max, the centers of ``local_fcm`` and
   ``hold_local_fcm``, ``hold_kmeans_init``'s k, ``kfed_centers``' k_local, the given K of
   FedCRef's initial k-means) needs N >= K: refused when K > R/2 + 1, the fewest rows the
-  bucket allows (``protocol.bounds.rows_allow_k``);
+  bucket allows (``protocol.wire.bounds.rows_allow_k``);
 - every field of a secure sum (``secure_input``, ``paillier_input``) must be encoded under a
-  bound at least the one :func:`protocol.bounds.field_bounds` gives at N = R and B = the
+  bound at least the one :func:`protocol.wire.bounds.field_bounds` gives at N = R and B = the
   task's B (:func:`encoding_floor`): values true to the declaration then never exceed their
   bound, so the fatal over-bound refusal (``participant.dispatch.over_bound_refusal``)
   happens only when the declaration itself is false, and a coordinator cannot learn N_l by
@@ -48,17 +48,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, get_args
 
+from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import DEFAULT_MIN_COHORT
-from fedclust.protocol import messages as msg
-from fedclust.protocol.bounds import (
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.bounds import (
     field_bounds,
     model_value_bound,
     rows_allow_k,
     standardised_bound,
     task_value_bound,
 )
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import RefusedError
 
 __all__ = [
     "ALGORITHM_KINDS", "MIN_MASKED_GROUP", "SUM_KINDS", "OwnBounds", "encoding_floor",
@@ -111,7 +111,7 @@ class OwnBounds:
         declaration: what it declared (row_bound R, raw value_bound B).
         n_features: the width of its rows (the federation's schema).
         value_bound: the bound on the values it holds now: B, or after standardisation
-            ``protocol.bounds.standardised_bound`` of B and the mean and scale applied.
+            ``protocol.wire.bounds.standardised_bound`` of B and the mean and scale applied.
         held: public bounds of the local centers a hold task keeps (:func:`held_bounds`):
             their total weight W and the B their objective was computed under; None before.
     """
@@ -151,7 +151,7 @@ def encoding_floor(
     terms: msg.JobCreate, statistic: msg.SumTaskSpec, own: OwnBounds
 ) -> dict[str, float]:
     """The least bound each field of ``statistic`` can need at this participant:
-    ``protocol.bounds.field_bounds`` at N = its R and B = the task's B (for 'fedcref' the
+    ``protocol.wire.bounds.field_bounds`` at N = its R and B = the task's B (for 'fedcref' the
     job's model bound, as the coordinator's), for the center statistics raised to the held
     centers' B, with W their total weight (R before a hold)."""
     if terms.algorithm == "fedcref":

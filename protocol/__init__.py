@@ -1,6 +1,7 @@
-"""The pure numeric core of fedclust: numpy functions with no I/O.
+"""The protocol: its pure maths (:mod:`.maths`) and its wire format (:mod:`.wire`).
 
-Each algorithm module is named after its paper and split into what a participant computes
-from its own rows (``participant_*``) and what the coordinator combines (``combine_*``), so
-the same functions serve the in-process simulator and the network service.
+``maths`` holds numpy functions with no I/O, one module per paper, split into what a
+participant computes from its own rows (``participant_*``) and what the coordinator combines
+(``combine_*``); ``wire`` holds the pydantic models of every REST message, built on ``maths``
+and never the other way round.
 """

@@ -30,7 +30,7 @@ from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.demo import free_port
-from fedclust.protocol.messages import JobCreate, JobPublic
+from fedclust.protocol.wire.messages import JobCreate, JobPublic
 from tests._servers import ServerThread
 from tests.test_e2e_http import (
     IDS,

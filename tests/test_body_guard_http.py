@@ -3,7 +3,7 @@
 The attack of issue 20: unauthenticated 100 MB bodies got their 401 only after the server had
 read (and discarded) the whole body, and meanwhile ``/healthz`` took seconds; a body of
 one-byte chunks costs the server far more to discard than its size. Now the body guard
-(:mod:`protocol.body_limit`) answers before reading and closes the connection, so:
+(:mod:`infra.body_limit`) answers before reading and closes the connection, so:
 
 - four parallel unauthenticated 50 MB uploads, sent as a client that ignores an early answer
   would send them (with a Content-Length, or chunked in one-byte chunks), are answered 401
@@ -36,8 +36,8 @@ from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.body_limit import UPLOADS_IN_FLIGHT, BodySizeLimit
-from fedclust.protocol.tls import TlsSettings
+from fedclust.infra.body_limit import UPLOADS_IN_FLIGHT, BodySizeLimit
+from fedclust.infra.tls import TlsSettings
 from tests._servers import ServerThread
 from tests.coordinator import _service
 from tests.coordinator._service import FakeCounting

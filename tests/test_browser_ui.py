@@ -24,7 +24,7 @@ from fedclust.coordinator.app import create_app
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.data.federations import build_federation
 from fedclust.inprocess import run_in_process
-from fedclust.protocol.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
+from fedclust.protocol.wire.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
 from tests._servers import ServerThread
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -35,7 +35,7 @@ from fedclust.config_files import FederationFiles
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.demo import free_port
-from fedclust.protocol.messages import JobCreate, JobProgress
+from fedclust.protocol.wire.messages import JobCreate, JobProgress
 from tests._servers import ServerThread
 from tests.test_e2e_http import (
     IDS,

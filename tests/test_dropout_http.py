@@ -30,7 +30,7 @@ from fedclust.counting.settings import CountingSettings
 from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 from tests._servers import ServerThread
 from tests.test_e2e_http import client_of
 

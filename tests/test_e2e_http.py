@@ -44,7 +44,7 @@ from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import PROTECTIONS
-from fedclust.protocol.messages import JobCreate, ResultDocument, SweepEntryDocument
+from fedclust.protocol.wire.messages import JobCreate, ResultDocument, SweepEntryDocument
 from fedclust.simulate import simulate
 from tests._servers import ServerThread
 

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 #: The source folders of the package and where setuptools maps them (pyproject.toml).
 PACKAGES = {
-    "fedclust": "fedclust", "protocol": "fedclust/protocol", "crypto": "fedclust/crypto",
+    "fedclust": "fedclust", "core": "fedclust/core", "crypto": "fedclust/crypto",
+    "data": "fedclust/data", "infra": "fedclust/infra", "protocol": "fedclust/protocol",
     "participant": "fedclust/participant", "coordinator": "fedclust/coordinator",
     "counting": "fedclust/counting",
 }

@@ -35,7 +35,7 @@ from fedclust.data.federations import Federation
 from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 from fedclust.simulate import simulate
 from tests._servers import ServerThread
 

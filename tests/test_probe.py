@@ -24,8 +24,8 @@ from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting
 from fedclust.counting.settings import CountingSettings
 from fedclust.demo import free_port
+from fedclust.infra.tls import TlsSettings
 from fedclust.probe import main, probe
-from fedclust.protocol.tls import TlsSettings
 from tests._servers import ServerThread
 
 

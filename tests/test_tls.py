@@ -42,10 +42,10 @@ from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.data import synthetic
 from fedclust.demo import free_port as _free_port
+from fedclust.infra.tls import COUNTING_KEYS, TlsSettings, certificate_mismatch
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
-from fedclust.protocol.messages import JobCreate
-from fedclust.protocol.tls import COUNTING_KEYS, TlsSettings, certificate_mismatch
+from fedclust.protocol.wire.messages import JobCreate
 from tests._servers import ServerThread
 
 IDS = ("hospital-a", "hospital-b", "hospital-c")

@@ -22,9 +22,9 @@ from fedclust import pki
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles
 from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.infra.tls import TlsSettings, certificate_names, certified_member
 from fedclust.participant.config import ParticipantConfig
-from fedclust.protocol.messages import JobCreate
-from fedclust.protocol.tls import TlsSettings, certificate_names, certified_member
+from fedclust.protocol.wire.messages import JobCreate
 from tests.test_tls import IDS, TlsServer, serve_mutual, write_mutual
 
 CERTIFICATE_AUTH = 'participant_auth = "certificate"'

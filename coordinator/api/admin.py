@@ -31,15 +31,15 @@ from fedclust.coordinator.api.deps import Admin, Authenticator, ServicesDep, err
 from fedclust.coordinator.counting_client import CountingError
 from fedclust.coordinator.db import AdminEventRecord, InvitationRefusedError
 from fedclust.crypto.tokens import new_token, token_sha256
-from fedclust.protocol.admin_wire import (
+from fedclust.infra.tls import certificate_mismatch
+from fedclust.protocol.wire.admin import (
     AdminEvent,
     Invitation,
     InvitationCreate,
     JoinRequest,
     JoinResponse,
 )
-from fedclust.protocol.messages import ErrorDetail
-from fedclust.protocol.tls import certificate_mismatch
+from fedclust.protocol.wire.messages import ErrorDetail
 
 __all__ = ["router"]
 

@@ -1,4 +1,4 @@
-"""Receipts for participants' audit logs: heads in, receipts out (``protocol.audit_wire``)."""
+"""Receipts for participants' audit logs: heads in, receipts out (``protocol.wire.audit``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from fedclust.coordinator.api.deps import (
 )
 from fedclust.coordinator.db import AuditHeadRecord, AuditHeadRefusedError
 from fedclust.crypto.masking import audit_signature_valid
-from fedclust.protocol.audit_wire import AuditHead, AuditReceipt
+from fedclust.protocol.wire.audit import AuditHead, AuditReceipt
 
 __all__ = ["router"]
 

@@ -27,9 +27,9 @@ from fedclust.coordinator.db import Database
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystRole, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.body_limit import bearer_token
-from fedclust.protocol.messages import ErrorDetail
-from fedclust.protocol.tls import certificate_mismatch, certified_member
+from fedclust.infra.body_limit import bearer_token
+from fedclust.infra.tls import certificate_mismatch, certified_member
+from fedclust.protocol.wire.messages import ErrorDetail
 
 __all__ = [
     "Admin",

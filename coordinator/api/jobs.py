@@ -21,7 +21,7 @@ from fedclust.coordinator.api.deps import (
 )
 from fedclust.coordinator.db import JobRecord
 from fedclust.coordinator.disclosures import ledger
-from fedclust.protocol.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
+from fedclust.protocol.wire.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
 
 __all__ = ["router"]
 

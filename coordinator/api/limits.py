@@ -1,4 +1,4 @@
-"""Per-route body limits of the coordinator (``protocol.body_limit``).
+"""Per-route body limits of the coordinator (``infra.body_limit``).
 
 Small messages get small limits, so a caller cannot make the coordinator buffer megabytes
 where a few hundred bytes are expected; contributions keep ``MAX_BODY_BYTES`` (the largest
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from fedclust.protocol.body_limit import RouteLimit
+from fedclust.infra.body_limit import RouteLimit
 
 __all__ = ["BODY_LIMITS", "PUBLIC_BODIES"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 
 from fedclust.coordinator.api.deps import CurrentParticipant, ServicesDep, error_responses
-from fedclust.protocol.assignment import ParticipantResult
+from fedclust.protocol.wire.assignment import ParticipantResult
 
 __all__ = ["router"]
 

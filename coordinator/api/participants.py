@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Request, status
 
 from fedclust.coordinator.api.deps import Analyst, CurrentParticipant, ServicesDep, error_responses
 from fedclust.coordinator.db import ParticipantRecord
-from fedclust.protocol.messages import Algorithm, Enrolment, ParticipantPublic
+from fedclust.protocol.wire.messages import Algorithm, Enrolment, ParticipantPublic
 
 __all__ = ["router"]
 

@@ -20,7 +20,7 @@ from fedclust.coordinator.api.deps import (
     unprocessable,
 )
 from fedclust.coordinator.broker import Broker, ContributionRejectedError
-from fedclust.protocol.messages import (
+from fedclust.protocol.wire.messages import (
     MAX_WIRE_INT,
     Contribution,
     ContributionReceipt,

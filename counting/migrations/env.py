@@ -1,5 +1,5 @@
 """Alembic's entry point: migrate on the connection fedclust hands over."""
 
-from fedclust.protocol.schema import run_env
+from fedclust.infra.schema import run_env
 
 run_env()

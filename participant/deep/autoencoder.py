@@ -3,7 +3,7 @@
 Fully connected d-100-64-32 encoder with a mirrored decoder, ReLU activations, sigmoid output,
 trained with Adam on the mean squared error (the paper; the authors' code: 20 epochs, early
 stopping with patience 4, batch 32). The architecture is described by
-:class:`protocol.fedcref.AutoencoderSpec`; parameters travel as one flat float32 numpy vector
+:class:`protocol.maths.fedcref.AutoencoderSpec`; parameters travel as one flat float32 numpy vector
 in the layout documented there (:func:`flatten`, :func:`unflatten`).
 
 Determinism: every random draw (initial weights, validation split, batch order) comes from a
@@ -20,8 +20,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from fedclust.protocol._validation import FloatArray, check_float, check_int, rng_from
-from fedclust.protocol.fedcref import AutoencoderSpec
+from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
+from fedclust.protocol.maths.fedcref import AutoencoderSpec
 
 __all__ = [
     "TrainConfig",

@@ -12,7 +12,7 @@ coordinator driver (``coordinator.distillation.run_fed_distill``) calls, in orde
    group's teacher;
 
 and, in simulations only, ``evaluate(X, y)`` for the accuracy on held-out labelled rows.
-Contributions are dictionaries of named float64 arrays (keys from ``protocol.distillation``).
+Contributions are dictionaries of named float64 arrays (keys from ``protocol.maths.distillation``).
 
 Input rules (clear ``ValueError`` at construction or call, never mid-job):
 - X must be finite, 2-D, of the spec's width; y integer labels in [0, n_classes);
@@ -32,6 +32,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 from torch import nn
 
+from fedclust.core.validation import FloatArray, check_data, check_float, check_int
 from fedclust.participant.deep.classifier import (
     ClassifierSpec,
     accuracy,
@@ -40,8 +41,7 @@ from fedclust.participant.deep.classifier import (
     predict_proba,
     train_supervised,
 )
-from fedclust.protocol import distillation
-from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int
+from fedclust.protocol.maths import distillation
 
 __all__ = ["DistillParticipant"]
 

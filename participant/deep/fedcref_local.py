@@ -12,7 +12,7 @@ Initial clustering (``initial``):
   rows hold one class should pass ``k=1`` (the silhouette needs two clusters).
 - ``"labels"``: the given ``labels`` (any values; relabelled 0..K−1).
 - ``"dirty"``: the paper's simulation: ``y_true`` with each label swapped, with probability
-  ``dirtiness``, for another local label (``protocol.fedcref.dirty_labels``).
+  ``dirtiness``, for another local label (``protocol.maths.fedcref.dirty_labels``).
 
 Local models: every local model of every participant starts from the same initial weights
 (``COMMON_INIT_SEED``, like the common initial model of FedAvg), because a group's FedAvg
@@ -36,10 +36,10 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import FloatArray, check_data, check_float, check_int, rng_from
 from fedclust.participant.deep import autoencoder as ae
-from fedclust.protocol._validation import FloatArray, check_data, check_float, check_int, rng_from
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.fedcref import (
+from fedclust.protocol.maths.fedcref import (
     AutoencoderSpec,
     ClusterRef,
     FedCRefEvaluation,
@@ -51,7 +51,7 @@ from fedclust.protocol.fedcref import (
     greedy_refinement,
     participant_fedavg_contribution,
 )
-from fedclust.protocol.metrics import clustering_accuracy
+from fedclust.protocol.maths.metrics import clustering_accuracy
 
 __all__ = ["COMMON_INIT_SEED", "FedCRefLocal", "label_evaluator"]
 

@@ -33,8 +33,8 @@ from fedclust.data.federations import Federation as DataFederation
 from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
-from fedclust.protocol import messages as msg
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import ResultDocument
 from fedclust.simulate import simulate
 
 API = "/api/v1"

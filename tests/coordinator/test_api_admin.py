@@ -24,7 +24,7 @@ from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.masking import IdentityKey
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.secure_wire import b64
+from fedclust.protocol.wire.secure import b64
 from tests.coordinator._service import (
     ANALYST,
     API,

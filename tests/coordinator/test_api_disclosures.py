@@ -13,7 +13,7 @@ import fedclust.cli
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.coordinator.db import JobRecord, TaskRecord
 from fedclust.coordinator.disclosures import ledger
-from fedclust.protocol.messages import DisclosureLedger, JobCreate
+from fedclust.protocol.wire.messages import DisclosureLedger, JobCreate
 from tests.coordinator._service import (
     ANALYST,
     ANALYST_TOKEN,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire.messages import ResultDocument
 from tests.coordinator._service import (
     ANALYST,
     API,

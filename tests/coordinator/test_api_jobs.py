@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 from tests.coordinator._service import (
     ANALYST,
     API,

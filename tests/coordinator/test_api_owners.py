@@ -15,7 +15,7 @@ from fedclust.coordinator.app import create_app
 from fedclust.coordinator.db import MIGRATIONS, Database
 from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedclust.protocol.assignment import ParticipantResult
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire.assignment import ParticipantResult
+from fedclust.protocol.wire.messages import ResultDocument
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from fedclust.coordinator.db import Database
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire.messages import ResultDocument
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -11,7 +11,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from fedclust.data.federations import Federation as DataFederation
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 from fedclust.simulate import simulate
 from tests.coordinator._service import (
     ANALYST,

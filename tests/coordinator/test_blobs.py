@@ -1,10 +1,10 @@
-"""Large values by content hash (protocol.blobs): moved out bottom-up, put back exactly."""
+"""Large values by content hash (protocol.wire.blobs): moved out bottom-up, put back exactly."""
 
 from __future__ import annotations
 
 import pytest
 
-from fedclust.protocol.blobs import BLOB_KEY, BLOB_MIN_CHARS, externalise, inline, references
+from fedclust.protocol.wire.blobs import BLOB_KEY, BLOB_MIN_CHARS, externalise, inline, references
 
 
 def test_large_values_become_one_blob_each_and_come_back_exactly() -> None:

@@ -24,8 +24,8 @@ from fedclust.coordinator.broker import (
 from fedclust.coordinator.db import Batch, Database, TaskRecord
 from fedclust.coordinator.disclosures import ledger
 from fedclust.coordinator.journal import Journal
-from fedclust.protocol import messages as msg
-from fedclust.protocol.blobs import BLOB_KEY, inline
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.blobs import BLOB_KEY, inline
 from tests.coordinator._service import (
     ANALYST,
     API,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from fedclust.coordinator.counting_client import CountingClient, CountingError
-from fedclust.protocol.messages import PaillierDecryptRequest
+from fedclust.protocol.wire.messages import PaillierDecryptRequest
 
 
 def client_for(

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from fedclust.coordinator.db import AuditHeadRefusedError, Batch, Database, TaskRecord
-from fedclust.protocol import messages as msg
-from fedclust.protocol.blobs import externalise
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.blobs import externalise
 from tests.coordinator._service import NAMES
 
 KEY = "A" * 43 + "="  # an identity key's shape: 32 bytes, base64

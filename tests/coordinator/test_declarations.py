@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from fedclust.coordinator.job import run_job
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
 from fedclust.participant.dispatch import OVER_BOUND_REASON
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.messages import JobCreate, ProtectionScheme
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.wire.messages import JobCreate, ProtectionScheme
 from fedclust.simulate import CountingService, _protected, job_spec, simulate
 
 # Same buckets (64, 128, 128) and value bound (1) in both; row counts differ.

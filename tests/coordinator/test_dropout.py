@@ -25,13 +25,13 @@ from fedclust.coordinator.broker import TaskTimeoutError
 from fedclust.coordinator.job import JobOutcome, result_document, run_job
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import MaskedSummation
+from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import IdentityKey
 from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.secure import PeerPins, SecureSession
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.validity import soft_davies_bouldin
+from fedclust.protocol.maths.validity import soft_davies_bouldin
+from fedclust.protocol.wire import messages as msg
 from fedclust.simulate import CountingService
 
 NAMES = [f"org-{i}" for i in range(4)]

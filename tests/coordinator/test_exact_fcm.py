@@ -10,17 +10,17 @@ from numpy.typing import ArrayLike
 from sklearn.metrics import adjusted_rand_score
 
 from fedclust.coordinator.exact_fcm import run_exact_fcm
-from fedclust.protocol._fuzzy import nearest
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.exact_fcm import FCMSums, participant_sums
-from fedclust.protocol.fcm import fcm
+from fedclust.core.errors import RefusedError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths._fuzzy import nearest
+from fedclust.protocol.maths.exact_fcm import FCMSums, participant_sums
+from fedclust.protocol.maths.fcm import fcm
 
 DATASETS = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets"
 
 
 class Client:
-    """A stand-in participant: holds rows and answers with protocol.exact_fcm."""
+    """A stand-in participant: holds rows and answers with protocol.maths.exact_fcm."""
 
     def __init__(self, X: FloatArray, name: str, *, enforce_rule: bool = True) -> None:
         self._X = X

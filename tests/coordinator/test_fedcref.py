@@ -10,7 +10,7 @@ import pytest
 from numpy.typing import NDArray
 
 from fedclust.coordinator.fedcref import FedAvgRequest, run_fedcref, sum_contributions
-from fedclust.protocol.fedcref import AutoencoderSpec
+from fedclust.protocol.maths.fedcref import AutoencoderSpec
 
 
 class StandIn:

@@ -11,12 +11,12 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
 from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
+from fedclust.core.errors import ProtocolError
 from fedclust.data.synthetic import GARST_GRID_CENTERS, garst_grid
-from fedclust.protocol import center_kmeans, kfed
-from fedclust.protocol import federated_kmeans as fkm
-from fedclust.protocol._fuzzy import nearest
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.federated_kmeans import match_centers
+from fedclust.protocol.maths import center_kmeans, kfed
+from fedclust.protocol.maths import federated_kmeans as fkm
+from fedclust.protocol.maths._fuzzy import nearest
+from fedclust.protocol.maths.federated_kmeans import match_centers
 
 
 class Site:

@@ -8,23 +8,23 @@ from numpy.typing import ArrayLike
 from scipy.optimize import linear_sum_assignment
 
 from fedclust.coordinator.fedfcm import FedFCMParticipant, run_fedfcm
+from fedclust.core.validation import FloatArray
 from fedclust.data.synthetic import (
     MOTIVATIONAL_CENTERS,
     MOTIVATIONAL_COUNTS,
     motivational,
 )
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol._fuzzy import objective
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.center_kmeans import (
+from fedclust.protocol.maths._fuzzy import objective
+from fedclust.protocol.maths.center_kmeans import (
     CenterScatter,
     CenterSums,
     LocalPoints,
     participant_center_scatter,
     participant_center_sums,
 )
-from fedclust.protocol.fcm import fcm
-from fedclust.protocol.fedfcm import LocalCenters, participant_local_fcm
+from fedclust.protocol.maths.fcm import fcm
+from fedclust.protocol.maths.fedfcm import LocalCenters, participant_local_fcm
 
 
 class _Client:

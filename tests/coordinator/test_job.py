@@ -5,7 +5,7 @@ from __future__ import annotations
 from fedclust.coordinator.job import run_job
 from fedclust.data import synthetic
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 from fedclust.simulate import CountingService
 
 

@@ -26,8 +26,8 @@ from fedclust.coordinator.settings import CoordinatorSettings
 from fedclust.counting.app import create_app as create_counting_app
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol import messages as msg
-from fedclust.protocol.logformat import configure_logging, redact, resolve_format
+from fedclust.infra.logformat import configure_logging, redact, resolve_format
+from fedclust.protocol.wire import messages as msg
 from tests.coordinator._service import (
     ANALYST_TOKEN,
     API,

@@ -15,14 +15,14 @@ from phe.paillier import PaillierPrivateKey
 from fedclust.coordinator.exact_fcm import run_exact_fcm
 from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
 from fedclust.coordinator.secure_sum import field_encodings
+from fedclust.core.errors import RefusedError, UnavailableError
 from fedclust.counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
 from fedclust.crypto.paillier import PaillierKeyPair, SlotSpec
 from fedclust.participant.dispatch import OVER_BOUND_REASON
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.paillier_input import PaillierSession
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import RefusedError, UnavailableError
-from fedclust.protocol.secure_wire import paillier_key_message
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import paillier_key_message
 
 JOB = "job-paillier"
 MAX_ROWS, VALUE_BOUND = 10**6, 1e3

@@ -16,13 +16,13 @@ import pytest
 
 from fedclust.coordinator.job import result_document, run_job
 from fedclust.coordinator.remote import RemoteParticipant
+from fedclust.core.errors import RefusedError
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
 from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.wire import messages as msg
 from fedclust.simulate import CountingService, simulate
 
 

@@ -13,13 +13,13 @@ from scipy.stats import chisquare
 from fedclust.coordinator.center_kmeans import FederatedCenters
 from fedclust.coordinator.exact_fcm import run_exact_fcm
 from fedclust.coordinator.secure_sum import MaskedSummation, field_encodings
+from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.fixedpoint import Statistic, encode
 from fedclust.crypto.masking import IdentityKey
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.secure import PeerPins, SecureMember, SecureSession
-from fedclust.protocol import messages as msg
-from fedclust.protocol.center_kmeans import center_kmeans
-from fedclust.protocol.errors import ProtocolError, RefusedError, UnavailableError
+from fedclust.protocol.maths.center_kmeans import center_kmeans
+from fedclust.protocol.wire import messages as msg
 
 JOB = "job-secure"
 MAX_ROWS, VALUE_BOUND = 10**6, 1e3

@@ -8,7 +8,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedclust.coordinator.standardise import standardise_federation
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol import standardise
+from fedclust.protocol.maths import standardise
 
 
 class Recorder:

@@ -7,7 +7,7 @@ import numpy as np
 from fedclust.coordinator.standardise import pooled_mean_scale
 from fedclust.coordinator.sweep import fed_fuzzy_db, initial_centers
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol.validity import soft_davies_bouldin
+from fedclust.protocol.maths.validity import soft_davies_bouldin
 
 
 def parts(seed: int = 0) -> list[LocalParticipant]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from fedclust.core.errors import RefusedError
 from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import (
     DecryptionRefusedError,
@@ -18,9 +19,8 @@ from fedclust.counting.keyholder import (
     UnknownJobError,
 )
 from fedclust.crypto.paillier import EncryptedVector, PaillierKeyPair, SlotSpec, add, encrypt_vector
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.secure_wire import public_key_of
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import public_key_of
 
 JOB = "job-k"
 ROSTER = ("p0", "p1", "p2", "p3")

@@ -19,8 +19,8 @@ from fedclust.counting.app import create_app
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.paillier import SlotSpec, add, encrypt_vector
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol import messages as msg
-from fedclust.protocol.secure_wire import public_key_of
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import public_key_of
 from tests.counting.asgi import SyncASGITransport
 
 COORDINATOR = "coordinator-token"

@@ -22,7 +22,7 @@ from fedclust.counting.app import create_app
 from fedclust.counting.db import MIGRATIONS, CountingStore, ReleaseRefusedError, make_engine
 from fedclust.counting.settings import CountingSettings, ParticipantCredential
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.release_guard import release_would_expose
+from fedclust.protocol.maths.release_guard import release_would_expose
 from tests.counting.test_api import COORDINATOR, Service
 from tests.protocol.test_release_guard import ATTACK, exposing_sets
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedclust.core.errors import ProtocolError
 from fedclust.crypto import fixedpoint
 from fedclust.crypto.fixedpoint import (
     MAX_WORDS,
@@ -23,7 +24,6 @@ from fedclust.crypto.fixedpoint import (
     fixed_integers,
     subtract_into,
 )
-from fedclust.protocol.errors import ProtocolError
 
 SUMS = Statistic("local_sums", scale_bits=20, bound=1000.0)
 

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from numpy.typing import NDArray
 from scipy.stats import chisquare
 
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.crypto import _prg, shamir
 from fedclust.crypto.fixedpoint import Statistic, add, decode, encode
 from fedclust.crypto.graph import MaskingGraph, graph_parameters
@@ -31,7 +32,6 @@ from fedclust.crypto.masking import (
     UnmaskRequest,
     UnmaskResponse,
 )
-from fedclust.protocol.errors import ProtocolError, RefusedError
 
 U64 = NDArray[np.uint64]
 Values = dict[str, U64]

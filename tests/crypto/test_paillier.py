@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.crypto.paillier import (
     EncryptedVector,
     Packing,
@@ -25,7 +26,6 @@ from fedclust.crypto.paillier import (
     decrypt_sum,
     encrypt_vector,
 )
-from fedclust.protocol.errors import ProtocolError, RefusedError
 
 SPEC = SlotSpec("local_sums", scale_bits=20, bound=1000.0, max_parties=10)
 

@@ -22,7 +22,7 @@ from fedclust.counting.settings import CountingSettings
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import accepting
-from fedclust.protocol.messages import JobCreate, ResultDocument
+from fedclust.protocol.wire.messages import JobCreate, ResultDocument
 
 __all__ = ["run_with_one_down"]
 

@@ -18,8 +18,8 @@ from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.cli import main  # noqa: E402
 from fedclust.coordinator.distillation import sum_contributions  # noqa: E402
 from fedclust.coordinator.secure_sum import MaskedSummation, field_encodings  # noqa: E402
-from fedclust.protocol import messages as msg  # noqa: E402
-from fedclust.protocol.distillation import COUNT, SOFT_SUM  # noqa: E402
+from fedclust.protocol.maths.distillation import COUNT, SOFT_SUM  # noqa: E402
+from fedclust.protocol.wire import messages as msg  # noqa: E402
 
 # Small runs: few distillation epochs / FedAvg rounds keep the file fast; the groupings are
 # what is tested, and they are fixed before (fed-distill) or barely depend on (FedCRef) them.

@@ -25,7 +25,7 @@ from fedclust.participant.deep.classifier import (  # noqa: E402
     predict_proba,
 )
 from fedclust.participant.deep.distill_local import DistillParticipant  # noqa: E402
-from fedclust.protocol.distillation import grouping_ari  # noqa: E402
+from fedclust.protocol.maths.distillation import grouping_ari  # noqa: E402
 
 GROUPS = ((0, 1), (2, 3, 4), (5, 6, 7))
 CLIENTS_PER_GROUP = 4

@@ -22,8 +22,8 @@ from fedclust.participant import dispatch  # noqa: E402
 from fedclust.participant.config import DataSource  # noqa: E402
 from fedclust.participant.distill_tasks import DistillTasks  # noqa: E402
 from fedclust.participant.local import LocalParticipant  # noqa: E402
-from fedclust.protocol import messages as msg  # noqa: E402
-from fedclust.protocol.messages import (  # noqa: E402
+from fedclust.protocol.wire import messages as msg  # noqa: E402
+from fedclust.protocol.wire.messages import (  # noqa: E402
     DisclosureLedger,
     DistillParams,
     JobCreate,

@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 from sklearn.datasets import load_digits  # noqa: E402
 
 from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref  # noqa: E402
+from fedclust.core.errors import ProtocolError, RefusedError  # noqa: E402
 from fedclust.participant.deep import autoencoder as ae  # noqa: E402
 from fedclust.participant.deep.fedcref_local import FedCRefLocal, label_evaluator  # noqa: E402
-from fedclust.protocol.errors import ProtocolError, RefusedError  # noqa: E402
-from fedclust.protocol.fedcref import AutoencoderSpec, combine_fedavg  # noqa: E402
+from fedclust.protocol.maths.fedcref import AutoencoderSpec, combine_fedavg  # noqa: E402
 
 FAST = ae.TrainConfig(epochs=10)
 # The federation runs use the authors' 20 epochs: with 10, models of 50-row clusters are

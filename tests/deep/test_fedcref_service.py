@@ -22,9 +22,9 @@ from fedclust.participant.deep.autoencoder import TrainConfig  # noqa: E402
 from fedclust.participant.deep.fedcref_local import FedCRefLocal  # noqa: E402
 from fedclust.participant.fedcref_tasks import FedCRefTasks  # noqa: E402
 from fedclust.participant.local import LocalParticipant  # noqa: E402
-from fedclust.protocol import messages as msg  # noqa: E402
-from fedclust.protocol.fedcref import dirty_labels  # noqa: E402
-from fedclust.protocol.messages import (  # noqa: E402
+from fedclust.protocol.maths.fedcref import dirty_labels  # noqa: E402
+from fedclust.protocol.wire import messages as msg  # noqa: E402
+from fedclust.protocol.wire.messages import (  # noqa: E402
     DisclosureLedger,
     FedCRefParams,
     JobCreate,

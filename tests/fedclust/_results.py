@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedclust.protocol.messages import ResultDocument, SweepEntryDocument
+from fedclust.protocol.wire.messages import ResultDocument, SweepEntryDocument
 
 
 def sample_document(*, names: list[str] | None = None, width: int = 2) -> ResultDocument:

@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI, Request
 
 from fedclust.asgi import InProcessApp
-from fedclust.protocol.body_limit import BodySizeLimit
+from fedclust.infra.body_limit import BodySizeLimit
 
 BASE = "http://fedclust.local"
 

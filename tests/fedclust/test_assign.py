@@ -28,7 +28,7 @@ from fedclust.config_files import FederationFiles, write_federation
 from fedclust.inprocess import serving
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import PROTECTIONS
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 
 IDS = ("org-a", "org-b", "org-c")
 SEED = 4

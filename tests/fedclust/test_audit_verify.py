@@ -24,8 +24,8 @@ from fedclust.participant.audit import (
     public_key_from,
     verify,
 )
-from fedclust.protocol import messages as msg
-from fedclust.protocol.secure_wire import b64
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.secure import b64
 
 ME = "hospital-a"
 RECEIPT_LINE = 4  # the coordinator holds a receipt for line 4 of the 5

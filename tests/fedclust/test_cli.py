@@ -139,7 +139,7 @@ def test_simulate_over_the_in_process_service_equals_direct(
 # -- fedclust audit -------------------------------------------------------------------------------
 def _audit_log(path: Path) -> None:
     from fedclust.participant.audit import AuditLog
-    from fedclust.protocol import messages as msg
+    from fedclust.protocol.wire import messages as msg
 
     log = AuditLog(path)
     enrol = msg.Enrolment(n_features=2, allowed_algorithms=["kfed"])

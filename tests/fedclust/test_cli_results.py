@@ -16,7 +16,7 @@ import pytest
 import fedclust.cli as cli
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.data.federations import build_federation
-from fedclust.protocol.messages import JobProgress, JobPublic
+from fedclust.protocol.wire.messages import JobProgress, JobPublic
 from fedclust.simulate import job_spec
 from tests.fedclust._results import sample_document
 

@@ -17,7 +17,7 @@ import pytest
 from fedclust.cli import main
 from fedclust.data.federations import build_federation
 from fedclust.data.loaders import BUILTIN_NAMES, shared_datasets_dir
-from fedclust.protocol.messages import Algorithm, ProtectionScheme
+from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import simulate
 
 pytestmark = pytest.mark.skipif(

@@ -1,5 +1,5 @@
 """Every service's settings from TOML, ``FEDCLUST_...`` variables and secret files
-(:mod:`fedclust.protocol.config_env`): layering, precedence, errors, and secrets that never
+(:mod:`fedclust.infra.config_env`): layering, precedence, errors, and secrets that never
 show in a repr or a log."""
 
 from __future__ import annotations

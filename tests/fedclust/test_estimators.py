@@ -16,7 +16,7 @@ from fedclust import FederatedFuzzyCMeans, FederatedKMeans, FedFCM, KFed, sweep
 from fedclust.data.federations import Federation
 from fedclust.estimators import SWEEP_COLUMNS
 from fedclust.participant.local import LocalParticipant
-from fedclust.protocol.fcm import fcm_memberships
+from fedclust.protocol.maths.fcm import fcm_memberships
 from fedclust.simulate import simulate
 
 ESTIMATORS = {

@@ -15,7 +15,7 @@ from fedclust.exports import (
     with_feature_names,
     write_exports,
 )
-from fedclust.protocol.messages import ResultDocument
+from fedclust.protocol.wire.messages import ResultDocument
 from tests.fedclust._results import sample_document
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from fedclust.data.federations import build_federation
 from fedclust.inprocess import run_in_process
-from fedclust.protocol.messages import Algorithm, JobCreate
+from fedclust.protocol.wire.messages import Algorithm, JobCreate
 from fedclust.simulate import simulate
 
 

@@ -13,7 +13,7 @@ from fedclust.cli import main
 from fedclust.coordinator.db import MIGRATIONS as COORDINATOR
 from fedclust.counting.db import MIGRATIONS as COUNTING
 from fedclust.crypto.tokens import token_sha256
-from fedclust.protocol.schema import Migrations
+from fedclust.infra.schema import Migrations
 
 ANALYST, PARTICIPANT, COORDINATOR_TOKEN = (
     token_sha256(who) for who in ("analyst", "participant", "coordinator")

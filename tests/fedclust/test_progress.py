@@ -9,7 +9,7 @@ import pytest
 
 from fedclust.cli import main
 from fedclust.progress import SweepProgress
-from fedclust.protocol.messages import JobCreate, JobProgress, JobPublic
+from fedclust.protocol.wire.messages import JobCreate, JobProgress, JobPublic
 
 
 def test_simulate_writes_a_plain_line_per_stage_and_k_off_a_terminal(

@@ -26,10 +26,10 @@ import pytest
 from sklearn.cluster import KMeans
 
 from fedclust.data.federations import Federation, build_federation
-from fedclust.protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
-from fedclust.protocol.federated_kmeans import participant_init
-from fedclust.protocol.fedfcm import participant_local_fcm
-from fedclust.protocol.messages import Algorithm, ProtectionScheme
+from fedclust.protocol.maths.center_kmeans import LocalPoints, PointsOracle, center_kmeans
+from fedclust.protocol.maths.federated_kmeans import participant_init
+from fedclust.protocol.maths.fedfcm import participant_local_fcm
+from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import SimulationReport, simulate
 from tests.fedclust._compare import assert_same_answer
 

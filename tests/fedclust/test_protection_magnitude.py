@@ -21,9 +21,9 @@ import pytest
 
 from fedclust.coordinator.secure_sum import field_encodings
 from fedclust.data.federations import Federation
-from fedclust.protocol import messages as msg
-from fedclust.protocol.declaration import row_bucket, value_bucket
-from fedclust.protocol.messages import Algorithm, ProtectionScheme
+from fedclust.protocol.maths.declaration import row_bucket, value_bucket
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import SimulationReport, simulate
 
 TOLERANCE = 1e-9

@@ -12,9 +12,9 @@ import pytest
 
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
-from fedclust.protocol import validity
-from fedclust.protocol.fcm import fcm
-from fedclust.protocol.messages import Algorithm, ProtectionScheme
+from fedclust.protocol.maths import validity
+from fedclust.protocol.maths.fcm import fcm
+from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import CountingService, simulate
 from tests.fedclust._compare import assert_same_answer
 

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fedclust.core.validation import FloatArray
 from fedclust.data.loaders import _fast_dataset, _from_table, load_dataset, load_table
 from fedclust.data.stream import csv_rows, parquet_rows
-from fedclust.protocol import exact_fcm, standardise, validity
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.rows import BLOCK_ROWS, as_rows
+from fedclust.protocol.maths import exact_fcm, standardise, validity
+from fedclust.protocol.maths.rows import BLOCK_ROWS, as_rows
 
 N = 2 * BLOCK_ROWS + 333
 

@@ -31,8 +31,8 @@ from fedclust.participant.config import DataSource, ParticipantConfig, load_data
 from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
-from fedclust.protocol import messages as msg
-from fedclust.protocol.rows import Rows
+from fedclust.protocol.maths.rows import Rows
+from fedclust.protocol.wire import messages as msg
 from tests.counting.asgi import SyncASGITransport
 
 TOKEN = "token-of-hospital-a"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fedclust.participant.audit import GENESIS, AuditError, AuditLog, canonical, show, verify
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 
 
 def contribution(task_id: int, k: int = 3) -> bytes:

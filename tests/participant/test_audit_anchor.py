@@ -24,7 +24,7 @@ from fedclust.participant.audit import (
     public_key_from,
     verify,
 )
-from fedclust.protocol.secure_wire import b64
+from fedclust.protocol.wire.secure import b64
 from tests.coordinator._service import (
     ANALYST,
     API,

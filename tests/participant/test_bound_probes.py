@@ -10,7 +10,7 @@ same bytes back from both, and an honest task is answered.
   R/2 + 1 = 33 is refused, whatever N_l.
 - F2, a coordinator-chosen encoding bound: a Paillier ``fcm_sums`` with K = 1 has u_sum =
   N_l; a bound of N_l − 0.5 gave the fatal over-bound refusal, N_l + 0.5 an answer. Now any
-  bound below what the declaration implies (``protocol.bounds.field_bounds`` at R and B) is
+  bound below what the declaration implies (``protocol.wire.bounds.field_bounds`` at R and B) is
   refused before anything is computed, and one fatal refusal ends the agent's part in the job.
 """
 
@@ -27,6 +27,7 @@ import pytest
 
 from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.secure_sum import field_encodings
+from fedclust.core.errors import RefusedError
 from fedclust.crypto.fixedpoint import BoundError
 from fedclust.participant import agent as agent_module
 from fedclust.participant import dispatch
@@ -34,10 +35,9 @@ from fedclust.participant.agent import OVER_BOUND_BEFORE, JobState
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
 from fedclust.participant.terms import OwnBounds, encoding_floor, held_bounds, require_task
-from fedclust.protocol import messages as msg
-from fedclust.protocol.bounds import rows_allow_k, standardised_bound
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.bounds import rows_allow_k, standardised_bound
 from tests.participant.test_agent import (
     COORDINATOR_TOKEN,
     JOB,
@@ -146,7 +146,7 @@ def test_fedcref_init_with_a_given_k_above_the_bucket_is_refused() -> None:
 
 
 def test_the_coordinator_fails_such_a_job_at_its_declaration_by_the_same_rule() -> None:
-    """One rule (``protocol.bounds.rows_allow_k``) at both ends: the API refuses a job whose
+    """One rule (``protocol.wire.bounds.rows_allow_k``) at both ends: the API refuses a job whose
     local clustering K the declared bucket does not guarantee, for every algorithm the agent
     refuses it in."""
     assert rows_allow_k(DECLARED, 33) and not rows_allow_k(DECLARED, 34)

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedclust.protocol import exact_fcm, federated_kmeans, standardise, validity
-from fedclust.protocol._fuzzy import objective
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.rows import BLOCK_ROWS, RowSource, as_rows
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths import exact_fcm, federated_kmeans, standardise, validity
+from fedclust.protocol.maths._fuzzy import objective
+from fedclust.protocol.maths.rows import BLOCK_ROWS, RowSource, as_rows
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedclust.core.errors import RefusedError
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
-from fedclust.protocol.errors import RefusedError
-from fedclust.protocol.messages import JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 from tests.participant.test_agent import blobs, write_config, write_rows
 
 HEAD = (

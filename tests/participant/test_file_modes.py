@@ -22,7 +22,7 @@ import pytest
 from fedclust.client import AnalystClient
 from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
-from fedclust.protocol.messages import DistillParams, JobCreate, JobPublic, WireArray
+from fedclust.protocol.wire.messages import DistillParams, JobCreate, JobPublic, WireArray
 
 NAMES = ["org-a", "org-b", "org-c"]
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from fedclust.core.errors import RefusedError
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
-from fedclust.protocol.errors import RefusedError
 
 
 def blobs(n: int = 60, seed: int = 0) -> NDArray[np.float64]:

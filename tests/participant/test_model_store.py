@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedclust.core.errors import RefusedError
 from fedclust.participant.model_store import load_arrays, save_arrays
-from fedclust.protocol.errors import RefusedError
 
 
 def test_round_trip_keeps_facts_and_arrays_apart(tmp_path: Path) -> None:

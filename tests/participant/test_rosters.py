@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from fedclust.core.errors import RefusedError
 from fedclust.participant.policy import Policy
 from fedclust.participant.rosters import RosterBook
-from fedclust.protocol import messages as msg
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.wire import messages as msg
 from tests.participant.test_agent import (
     ME,
     Counting,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import IdentityKey
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.secure import PeerPins, load_identity
-from fedclust.protocol.errors import RefusedError
 
 
 def _b64(key: IdentityKey) -> str:

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from fedclust.coordinator.secure_sum import field_encodings
+from fedclust.core.errors import RefusedError
 from fedclust.participant.agent import JobState
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import Policy
 from fedclust.participant.terms import SUM_KINDS, OwnBounds, require_task
-from fedclust.protocol import messages as msg
-from fedclust.protocol.declaration import Declaration
-from fedclust.protocol.errors import RefusedError
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.wire import messages as msg
 from tests.participant.test_agent import (
     CENTERS,
     ME,

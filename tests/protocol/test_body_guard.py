@@ -16,7 +16,7 @@ from fastapi import FastAPI, HTTPException, Request
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from fedclust.protocol.body_limit import (
+from fedclust.infra.body_limit import (
     LARGE_BODY_BYTES,
     PARSE_AHEAD_BYTES,
     SMALL_UPLOADS_IN_FLIGHT,

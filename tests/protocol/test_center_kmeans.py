@@ -1,4 +1,4 @@
-"""k-means over held local centers from their sums (protocol.center_kmeans)."""
+"""k-means over held local centers from their sums (protocol.maths.center_kmeans)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.center_kmeans import (
+from fedclust.core.errors import ProtocolError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.center_kmeans import (
     CenterScatter,
     CenterSums,
     LocalPoints,
@@ -22,7 +23,6 @@ from fedclust.protocol.center_kmeans import (
     participant_center_scatter,
     participant_center_sums,
 )
-from fedclust.protocol.errors import ProtocolError
 
 
 def _parties(seed: int) -> tuple[list[LocalPoints], np.ndarray]:

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.choose_k import (
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.choose_k import (
     k_range_rule_of_thumb,
     participant_local_k,
     select_elbow,

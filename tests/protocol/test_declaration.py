@@ -1,5 +1,5 @@
-"""Declared public bounds (protocol.declaration) and the exact-FCM size rule on the declared
-bucket (protocol.exact_fcm.declared_rule_refusal): a function of public facts only."""
+"""Declared public bounds (protocol.maths.declaration) and the exact-FCM size rule on the declared
+bucket (protocol.maths.exact_fcm.declared_rule_refusal): a function of public facts only."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from fedclust.protocol.declaration import is_power_of_two, min_rows, row_bucket, value_bucket
-from fedclust.protocol.exact_fcm import declared_rule_refusal, largest_allowed_k, rule_allows
+from fedclust.protocol.maths.declaration import is_power_of_two, min_rows, row_bucket, value_bucket
+from fedclust.protocol.maths.exact_fcm import declared_rule_refusal, largest_allowed_k, rule_allows
 
 
 @pytest.mark.parametrize(

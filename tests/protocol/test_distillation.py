@@ -14,8 +14,8 @@ from fedclust.coordinator.distillation import (
     run_fed_distill,
     sum_contributions,
 )
-from fedclust.protocol import distillation as dist
-from fedclust.protocol.errors import ProtocolError
+from fedclust.core.errors import ProtocolError
+from fedclust.protocol.maths import distillation as dist
 
 FloatArray = NDArray[np.float64]
 

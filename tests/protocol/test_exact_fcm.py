@@ -1,4 +1,4 @@
-"""Exact federated FCM sums (Corcuera Bárcena et al. 2021), protocol.exact_fcm."""
+"""Exact federated FCM sums (Corcuera Bárcena et al. 2021), protocol.maths.exact_fcm."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import ProtocolError, RefusedError
-from fedclust.protocol.exact_fcm import FCMSums, combine_sums, participant_sums
-from fedclust.protocol.fcm import fcm, fcm_memberships
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.exact_fcm import FCMSums, combine_sums, participant_sums
+from fedclust.protocol.maths.fcm import fcm, fcm_memberships
 
 
 def test_sums_by_hand() -> None:

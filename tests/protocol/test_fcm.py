@@ -1,4 +1,4 @@
-"""Central FCM and k-means references (protocol.fcm)."""
+"""Central FCM and k-means references (protocol.maths.fcm)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from fedclust.protocol._fuzzy import nearest
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.fcm import FCMResult, fcm, fcm_memberships, kmeans
-from fedclust.protocol.rows import BLOCK_ROWS
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths._fuzzy import nearest
+from fedclust.protocol.maths.fcm import FCMResult, fcm, fcm_memberships, kmeans
+from fedclust.protocol.maths.rows import BLOCK_ROWS
 
 
 def _blobs(n_per: int, centers: list[list[float]], scale: float, seed: int) -> FloatArray:

@@ -1,13 +1,18 @@
-"""The compiled element-wise passes (protocol._fcm_kernels) against numpy written out."""
+"""The compiled element-wise passes (protocol.maths._fcm_kernels) against numpy written out."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fedclust.protocol._fcm_kernels import memberships_inplace, powered_sums
-from fedclust.protocol._fuzzy import Centers, fcm_step_block, fcm_sums_block, squared_distances
-from fedclust.protocol._validation import FloatArray
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths._fcm_kernels import memberships_inplace, powered_sums
+from fedclust.protocol.maths._fuzzy import (
+    Centers,
+    fcm_step_block,
+    fcm_sums_block,
+    squared_distances,
+)
 
 _TINY = np.finfo(np.float64).tiny
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.fedcref import (
+from fedclust.core.errors import ProtocolError
+from fedclust.protocol.maths.fedcref import (
     AutoencoderSpec,
     ClusterRef,
     Grouping,

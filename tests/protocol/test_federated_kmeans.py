@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from fedclust.protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
-from fedclust.protocol.federated_kmeans import (
+from fedclust.protocol.maths.center_kmeans import LocalPoints, PointsOracle, center_kmeans
+from fedclust.protocol.maths.federated_kmeans import (
     ClusterMeans,
     match_centers,
     match_order,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedclust.protocol._fuzzy import memberships, objective
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.center_kmeans import LocalPoints, PointsOracle, center_kmeans
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.fcm import fcm
-from fedclust.protocol.fedfcm import (
+from fedclust.core.errors import ProtocolError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths._fuzzy import memberships, objective
+from fedclust.protocol.maths.center_kmeans import LocalPoints, PointsOracle, center_kmeans
+from fedclust.protocol.maths.fcm import fcm
+from fedclust.protocol.maths.fedfcm import (
     LocalCenters,
     combine_federated_average,
     participant_local_fcm,

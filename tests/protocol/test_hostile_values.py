@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.kfed import _pruned_means, combine_kfed, participant_local_centers
+from fedclust.core.errors import ProtocolError
+from fedclust.protocol.maths.kfed import _pruned_means, combine_kfed, participant_local_centers
 
 
 def test_pruning_keeps_rows_three_times_closer_to_their_seed() -> None:

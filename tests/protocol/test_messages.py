@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
-from fedclust.protocol import messages as msg
+from fedclust.protocol.wire import messages as msg
 
 
 @given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=3, max_side=5),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from fedclust.protocol.metrics import (
+from fedclust.protocol.maths.metrics import (
     adjusted_rand,
     center_distance,
     clustering_accuracy,

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fedclust.protocol.private_files import (
+from fedclust.infra.private_files import (
     create_private,
     private_file,
     private_folder,
     write_private,
 )
-from fedclust.protocol.sqlite_file import create_private_sqlite
+from fedclust.infra.sqlite_file import create_private_sqlite
 
 
 def mode(path: Path) -> int:

@@ -1,4 +1,5 @@
-"""The differencing guard (protocol.release_guard), checked against independent linear algebra.
+"""The differencing guard (protocol.maths.release_guard), checked against independent linear
+algebra.
 
 The independent check is numpy's floating-point rank on small 0/1 matrices: the rows of A
 span a nonzero vector supported inside T iff rank(A[:, not T]) < rank(A).
@@ -14,7 +15,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.linalg import null_space
 
-from fedclust.protocol.release_guard import exposed_participants, release_would_expose
+from fedclust.protocol.maths.release_guard import exposed_participants, release_would_expose
 
 #: The attack of issue 9: five ordinary jobs whose totals, solved together, give every N_l.
 ATTACK = [("p1", "p2", "p3"), ("p1", "p2", "p4"), ("p1", "p3", "p5"), ("p2", "p4", "p5"),

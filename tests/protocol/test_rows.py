@@ -1,4 +1,4 @@
-"""Block-folded statistics: the same bits however the rows are chunked (protocol.rows)."""
+"""Block-folded statistics: the same bits however the rows are chunked (protocol.maths.rows)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info
 
-from fedclust.protocol import exact_fcm, federated_kmeans, standardise, validity
-from fedclust.protocol._fuzzy import Centers, membership_sums, objective
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.fcm import fcm
-from fedclust.protocol.kfed import pruned_sums_block
-from fedclust.protocol.rows import (
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths import exact_fcm, federated_kmeans, standardise, validity
+from fedclust.protocol.maths._fuzzy import Centers, membership_sums, objective
+from fedclust.protocol.maths.fcm import fcm
+from fedclust.protocol.maths.kfed import pruned_sums_block
+from fedclust.protocol.maths.rows import (
     BLOCK_ROWS,
     ChunkedRows,
     RowSource,

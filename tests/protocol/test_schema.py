@@ -1,4 +1,4 @@
-"""Schema revisions of both services (protocol.schema): head creates exactly the models' tables
+"""Schema revisions of both services (infra.schema): head creates exactly the models' tables
 on SQLite and PostgreSQL, ``migrate`` upgrades empty, older and pre-migration databases and is
 idempotent, and start-up refuses a database behind head in one line."""
 
@@ -21,8 +21,8 @@ from fedclust.coordinator.app import create_app
 from fedclust.coordinator.db import Database
 from fedclust.counting import db as counting_db
 from fedclust.counting.db import CountingStore, migrate_database
-from fedclust.protocol import messages as msg
-from fedclust.protocol.schema import Migrations, SchemaBehindError, ensure_schema, migrate
+from fedclust.infra.schema import Migrations, SchemaBehindError, ensure_schema, migrate
+from fedclust.protocol.wire import messages as msg
 from tests.coordinator._service import NAMES, FakeCounting, settings
 
 SERVICES = {"coordinator": coordinator_db.MIGRATIONS, "counting": counting_db.MIGRATIONS}

@@ -1,4 +1,4 @@
-"""Tests of protocol.standardise: federated z-scores equal pooled z-scores."""
+"""Tests of protocol.maths.standardise: federated z-scores equal pooled z-scores."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from numpy.typing import NDArray
 
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.standardise import (
+from fedclust.core.errors import ProtocolError
+from fedclust.protocol.maths.standardise import (
     MomentSums,
     add_moments,
     apply,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedclust.protocol._validation import FloatArray
-from fedclust.protocol.errors import ProtocolError
-from fedclust.protocol.validity import (
+from fedclust.core.errors import ProtocolError
+from fedclust.core.validation import FloatArray
+from fedclust.protocol.maths.validity import (
     FuzzyDBSums,
     SilhouetteSums,
     combine_fuzzy_db,
@@ -256,7 +256,7 @@ def test_table1_central_fuzzy_db_on_the_motivational_example(data_seed: int) -> 
     synthetic = pytest.importorskip("fedclust.data.synthetic")
     if not hasattr(synthetic, "motivational"):
         pytest.skip("fedclust.data.synthetic.motivational is not available")
-    from fedclust.protocol.fcm import fcm
+    from fedclust.protocol.maths.fcm import fcm
 
     parts = [X for X, _ in synthetic.motivational(seed=data_seed)]
     X = np.vstack(parts)

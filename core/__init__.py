@@ -1,0 +1,1 @@
+"""The lowest layer: the errors and the input validation every other layer shares."""

@@ -1,0 +1,103 @@
+"""Onboarding without restarts: invitations, joining, revocation and the admin trail.
+
+An admin analyst asks the coordinator for an invitation naming a participant id; the
+coordinator answers a one-time secret (it keeps only its SHA-256, with an expiry). The new
+organisation redeems it once (:class:`JoinRequest`, no bearer token) with its Ed25519
+identity key and receives its bearer token (:class:`JoinResponse`); the coordinator tells
+the counting service the token's SHA-256 (:class:`MemberToken`). Revoking a member refuses
+its token at both services at once. Every change is an :class:`AdminEvent` of the trail,
+which never holds a secret.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fedclust.protocol.wire.messages import Identifier
+
+__all__ = [
+    "DEFAULT_INVITE_SECONDS",
+    "MAX_INVITE_SECONDS",
+    "AdminAction",
+    "AdminEvent",
+    "Invitation",
+    "InvitationCreate",
+    "JoinRequest",
+    "JoinResponse",
+    "MemberToken",
+]
+
+#: An invitation's lifetime unless the admin says otherwise (24 h), and the longest (30 days).
+DEFAULT_INVITE_SECONDS: Final = 24 * 3600
+MAX_INVITE_SECONDS: Final = 30 * 24 * 3600
+
+#: What the trail records: an invitation issued, redeemed (the member joined), a revocation.
+AdminAction = Literal["invited", "enrolled", "revoked"]
+
+_SECRET = Annotated[str, Field(min_length=32, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")]
+_PUBLIC_KEY = Annotated[
+    str, Field(min_length=44, max_length=44, pattern=r"^[A-Za-z0-9+/]{43}=$",
+               description="The organisation's Ed25519 public key (32 bytes, base64)"),
+]
+_HEX64 = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InvitationCreate(_Strict):
+    """Admin → coordinator: invite ``participant_id``, redeemable once within the lifetime."""
+
+    participant_id: Identifier
+    expires_in_seconds: int = Field(
+        default=DEFAULT_INVITE_SECONDS, ge=60, le=MAX_INVITE_SECONDS,
+        description="How long the invitation can be redeemed (60 s to 30 days)",
+    )
+
+
+class Invitation(_Strict):
+    """Coordinator → admin: the one-time secret, shown once (the coordinator keeps its hash)."""
+
+    participant_id: Identifier
+    invite: _SECRET
+    expires_at: datetime
+
+
+class JoinRequest(_Strict):
+    """A new organisation → coordinator, without a bearer token: redeem an invitation."""
+
+    participant_id: Identifier
+    invite: _SECRET
+    identity_key: _PUBLIC_KEY
+
+
+class JoinResponse(_Strict):
+    """Coordinator → the new member: its bearer token for both services (shown once)."""
+
+    participant_id: Identifier
+    token: _SECRET
+
+
+class MemberToken(_Strict):
+    """Coordinator → counting service: the SHA-256 of a member's new bearer token."""
+
+    token_sha256: _HEX64
+
+
+class AdminEvent(_Strict):
+    """One entry of the admin trail: who did what to which participant, when."""
+
+    seq: int = Field(ge=1)
+    at: datetime
+    actor: str = Field(
+        max_length=80, description="'analyst:<name>' or 'participant:<id>' (for 'enrolled')"
+    )
+    action: AdminAction
+    participant_id: Identifier
+    expires_at: datetime | None = Field(
+        default=None, description="The invitation's expiry (action 'invited' only)"
+    )

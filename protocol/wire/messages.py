@@ -1,0 +1,1623 @@
+"""Wire messages of fedclust, protocol version 1: the single source of the REST format.
+
+Every model is strict (unknown fields are refused) and frozen. Arrays travel as
+:class:`WireArray`: raw little-endian bytes in base64 with dtype and shape, exact to the bit
+(no decimal strings); a float array must be finite.
+
+Flow of one job (coordinator ⇄ participant agents, participants → counting service):
+
+- the coordinator queues a :class:`Task` per participant; its ``spec`` is one of the
+  ``*Task`` models (discriminated by ``kind``);
+- the participant answers with a :class:`Contribution` whose ``reply`` is the matching
+  ``*Reply`` model, or a :class:`RefusalReply` stating why its policy forbids the task;
+- a :class:`ReportCountTask` is answered by sending a :class:`CountReport` to the counting
+  service and an :class:`AckReply` to the coordinator: no reply model has a field for N_l;
+- every job begins with a :class:`DeclareTask`, answered by a :class:`DeclarationReply`: the
+  participant's declared public bounds (``protocol.maths.declaration``), in the clear.
+
+Error responses never echo submitted values.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
+from fedclust.protocol.maths.declaration import Declaration
+from fedclust.protocol.maths.exact_fcm import FCMSums
+from fedclust.protocol.maths.fedfcm import LocalCenters
+from fedclust.protocol.maths.standardise import MomentSums
+from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
+
+#: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
+PROTOCOL_VERSION: Final = 2
+MAX_ARRAY_ELEMENTS: Final = 10_000_000
+#: Largest request body a service reads (the largest array, base64, fits with room to spare).
+MAX_BODY_BYTES: Final = 128 * 1024 * 1024
+_DTYPES: Final[dict[str, np.dtype[Any]]] = {
+    "float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "int64": np.dtype("<i8"),
+    "uint64": np.dtype("<u8"),
+}
+
+Algorithm = Literal["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed"]
+#: The model-based algorithms (no K sweep): clustered federated distillation and FedCRef.
+ModelAlgorithm = Literal["fed-distill", "fedcref"]
+#: Every algorithm a job, a task or a participant's policy can name.
+AnyAlgorithm = Literal["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"]
+ProtectionScheme = Literal["none", "masking", "paillier"]
+Identifier = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+#: The largest integer any wire field takes: every integer fits a signed 64-bit column and
+#: a float64 exactly, so no hostile value overflows numpy or the database (422 instead).
+MAX_WIRE_INT: Final = 2**53
+#: Counters (task ids, rounds, counts, sizes) on the wire.
+WireInt = Annotated[int, Field(ge=0, le=MAX_WIRE_INT)]
+#: A seed: any non-negative signed 64-bit integer.
+Seed64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class _Strict(BaseModel):
+    """Strict, frozen, and every float finite (NaN and ±Infinity answer 422)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class _Document(BaseModel):
+    """An output document of the coordinator: strict, but a float may be infinite (the
+    first round's center shift)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WireArray(_Strict):
+    """A numpy array, exact: dtype, shape and base64 of its little-endian C-order bytes."""
+
+    dtype: Literal["float64", "float32", "int64", "uint64"]
+    shape: tuple[Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)], ...] = Field(max_length=4)
+    data: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WireArray:
+        n = math.prod(self.shape)  # exact Python integers: no wrap-around
+        if n > MAX_ARRAY_ELEMENTS:
+            raise ValueError(f"array has {n} elements; at most {MAX_ARRAY_ELEMENTS} are accepted")
+        arr = self._decode()
+        if arr.size != n:
+            raise ValueError(
+                f"array data holds {arr.size} values but shape {self.shape} needs {n}"
+            )
+        if self.dtype.startswith("float") and not np.isfinite(arr).all():
+            raise ValueError("array contains NaN or infinity")
+        return self
+
+    def _decode(self) -> NDArray[Any]:
+        try:
+            raw = base64.b64decode(self.data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("array data is not valid base64") from exc
+        dtype = _DTYPES[self.dtype]
+        if len(raw) % dtype.itemsize:
+            raise ValueError(f"array data length is not a multiple of {dtype.itemsize} bytes")
+        return np.frombuffer(raw, dtype=dtype)
+
+    @classmethod
+    def of(cls, array: Any) -> WireArray:
+        """Encode a numeric array (uint64 and float32 as they are, other integers as int64,
+        other floats as float64)."""
+        arr = np.asarray(array)
+        if arr.dtype == np.uint64:
+            name = "uint64"
+        elif arr.dtype == np.float32:
+            name = "float32"
+        elif np.issubdtype(arr.dtype, np.integer):
+            name = "int64"
+        else:
+            name = "float64"
+        data = np.ascontiguousarray(arr, dtype=_DTYPES[name]).tobytes()
+        return cls(dtype=name, shape=arr.shape, data=base64.b64encode(data).decode("ascii"))
+
+    def to_numpy(self) -> NDArray[Any]:
+        """The decoded array (a fresh, writable copy in native byte order)."""
+        return self._decode().astype(self._native(), copy=True).reshape(self.shape)
+
+    def _native(self) -> np.dtype[Any]:
+        return np.dtype(self.dtype)
+
+
+# -- tasks: coordinator → participant -------------------------------------------------------
+class MomentSumsTask(_Strict):
+    """Σ(x − shift) and Σ(x − shift)² per column (federated standardisation)."""
+
+    kind: Literal["moment_sums"] = "moment_sums"
+    shift: WireArray | None = None
+
+
+class ApplyStandardisationTask(_Strict):
+    """Replace the local rows by (x − mean) / scale for the rest of the job."""
+
+    kind: Literal["apply_standardisation"] = "apply_standardisation"
+    mean: WireArray
+    scale: WireArray
+
+
+class ReportCountTask(_Strict):
+    """Send N_l to the counting service (never to the coordinator)."""
+
+    kind: Literal["report_count"] = "report_count"
+
+
+class DeclareTask(_Strict):
+    """The first task of every job: declare the participant's public bounds
+    (``protocol.maths.declaration``) for the job of ``terms``, the :class:`JobCreate` the analyst
+    created, checked by the agent with the API's own validators. The agent checks the terms
+    against its policy (the protection, the roster rule over ``terms.participants``) and
+    every later task of the job against them (``participant.terms``)."""
+
+    kind: Literal["declare"] = "declare"
+    terms: JobCreate
+
+    @property
+    def roster(self) -> list[str]:
+        """The job's participants."""
+        return self.terms.participants
+
+
+class FcmSumsTask(_Strict):
+    """Exact FCM local sums against ``centers`` (Corcuera Bárcena et al., Alg. 2)."""
+
+    kind: Literal["fcm_sums"] = "fcm_sums"
+    centers: WireArray
+    m: float = Field(gt=1.0)
+
+
+class LocalFcmTask(_Strict):
+    """Local FCM from ``centers`` to local convergence (Stallmann & Wilbik §2.2.1)."""
+
+    kind: Literal["local_fcm"] = "local_fcm"
+    centers: WireArray
+    m: float = Field(gt=1.0)
+    tol: float = Field(ge=0.0)
+    max_iter: int = Field(ge=1, le=100_000)
+
+
+class FuzzyDbSumsTask(_Strict):
+    """FedFuzzDB spread and membership sums against ``centers`` (eq. 14–16)."""
+
+    kind: Literal["fuzzy_db_sums"] = "fuzzy_db_sums"
+    centers: WireArray
+    m: float = Field(gt=1.0)
+    q: float = Field(gt=0.0)
+
+
+class SilhouetteSumsTask(_Strict):
+    """Σ of simplified-silhouette values against ``centers``."""
+
+    kind: Literal["silhouette_sums"] = "silhouette_sums"
+    centers: WireArray
+
+
+class KfedCentersTask(_Strict):
+    """Local k-means centers for k-FED (Dennis et al.)."""
+
+    kind: Literal["kfed_centers"] = "kfed_centers"
+    k_local: int = Field(ge=1, le=10_000)
+    seed: Seed64 | None = None
+
+
+class LocalKTask(_Strict):
+    """The participant's own choice of K over [k_min, k_max] (Stallmann §2.2.3)."""
+
+    kind: Literal["local_k"] = "local_k"
+    k_min: int = Field(ge=2, le=100)
+    k_max: int = Field(ge=2, le=100)
+    m: float = Field(gt=1.0)
+    seed: Seed64 | None = None
+
+
+
+# -- the centers-based algorithms: local centers held, k-means over their sums ---------------
+# (protocol.maths.center_kmeans; the same tasks whatever the protection)
+class HoldLocalFcmTask(_Strict):
+    """Local FCM from ``centers`` (§2.2.1), its centers and J_m kept at the participant."""
+
+    kind: Literal["hold_local_fcm"] = "hold_local_fcm"
+    centers: WireArray
+    m: float = Field(gt=1.0)
+    tol: float = Field(ge=0.0)
+    max_iter: int = Field(ge=1, le=100_000)
+
+
+class HoldKmeansInitTask(_Strict):
+    """Garst & Reinders' round 1: local k-means++ seeding and one Lloyd step, its means and
+    counts (clusters of >= p rows) kept locally."""
+
+    kind: Literal["hold_kmeans_init"] = "hold_kmeans_init"
+    k: int = Field(ge=1, le=10_000)
+    seed: int = Field(ge=0, le=2**63 - 1)
+
+
+class HoldKmeansStepTask(_Strict):
+    """Garst & Reinders' local step from ``centers``, its means and counts kept locally."""
+
+    kind: Literal["hold_kmeans_step"] = "hold_kmeans_step"
+    centers: WireArray
+
+
+class CenterSumsTask(_Strict):
+    """S_k, W_k, inertia and contributor indicators of the held local centers for each of S
+    starts, ``centers`` of shape (S, K, D) (protocol.maths.center_kmeans)."""
+
+    kind: Literal["center_sums"] = "center_sums"
+    centers: WireArray
+    weight_bound: float | None = Field(
+        default=None, gt=0.0,
+        description="Bound on one participant's total weight of held local centers (FedFCM: "
+        "its number of local centers); None: the job's row bound.",
+    )
+
+
+class CenterScatterTask(_Strict):
+    """Packed scatter matrices and removal costs of the held local centers per cluster of
+    each of S starts, ``centers`` of shape (S, K, D) (protocol.maths.center_kmeans: splitting and
+    swapping clusters)."""
+
+    kind: Literal["center_scatter"] = "center_scatter"
+    centers: WireArray
+    weight_bound: float | None = Field(
+        default=None, gt=0.0,
+        description="As for center_sums: bound on one participant's total weight.",
+    )
+
+
+# -- clustered federated distillation (Yang & Tae 2023; coordinator.distillation) ------------
+class DistillTrainTask(_Strict):
+    """Initialise the job's classifier from ``seed`` and train it on the local labelled rows."""
+
+    kind: Literal["distill_train"] = "distill_train"
+    seed: int = Field(ge=0, le=2**31 - 1)
+    n_classes: int = Field(ge=2, le=10_000)
+    classifier: Literal["mlp", "cnn"] = "mlp"
+
+
+class DistillCountsTask(_Strict):
+    """The count vector of the local classifier's predicted labels on ``public``
+    (disclosed in the clear: the grouping needs every participant's vector)."""
+
+    kind: Literal["distill_counts"] = "distill_counts"
+    public: WireArray
+    n_classes: int = Field(ge=2, le=10_000)
+
+
+class DistillSoftTask(_Strict):
+    """The softmax probabilities on ``public`` (n_public, n_classes) and members = [1]:
+    a sum-type statistic, summed within a group (masked when the group has >= 3 members)."""
+
+    kind: Literal["distill_soft"] = "distill_soft"
+    public: WireArray
+    n_classes: int = Field(ge=2, le=10_000)
+
+
+class DistillStepTask(_Strict):
+    """Distil the local classifier towards the group's ``teacher`` probabilities on
+    ``public`` (KL divergence at ``temperature``, ``epochs`` epochs)."""
+
+    kind: Literal["distill_step"] = "distill_step"
+    public: WireArray
+    teacher: WireArray
+    temperature: float = Field(gt=0.0, le=1000.0)
+    epochs: int = Field(ge=0, le=10_000)
+    seed: int = Field(ge=0, le=2**31 - 1)
+
+
+# -- FedCRef (Nardi, Valerio & Passarella; coordinator.fedcref) ----------------------------------
+Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Hidden = Annotated[
+    tuple[Annotated[int, Field(ge=1, le=100_000)], ...], Field(min_length=1, max_length=8)
+]
+
+
+class FedCRefInitTask(_Strict):
+    """Make the initial local clustering and train one autoencoder per local cluster (the
+    encoder widths ``hidden``, decoder mirrored); answer K_i.
+
+    ``initial`` "kmeans": k-means on an autoencoder code, K_i = ``k`` or chosen by the
+    silhouette over 2..``k_max``; "labels": the participant's own ``label_column``.
+    """
+
+    kind: Literal["fedcref_init"] = "fedcref_init"
+    hidden: Hidden
+    initial: Literal["kmeans", "labels"]
+    k: int | None = Field(default=None, ge=1, le=1000)
+    k_max: int = Field(ge=2, le=1000)
+    epochs: int = Field(ge=0, le=10_000)
+    seed: Seed
+
+
+class FedCRefTrainTask(_Strict):
+    """Retrain the local models whose assignment changed since they were last trained."""
+
+    kind: Literal["fedcref_train"] = "fedcref_train"
+    seed: Seed
+
+
+class FedCRefModelsTask(_Strict):
+    """Share the local models (one flat float32 vector per local cluster)."""
+
+    kind: Literal["fedcref_models"] = "fedcref_models"
+
+
+class FedCRefScoresTask(_Strict):
+    """Score every local cluster against each of ``models`` (M, n_params), eq. 2 at the
+    ``alpha``-th percentile; answer (K_i, M) scores."""
+
+    kind: Literal["fedcref_scores"] = "fedcref_scores"
+    models: WireArray
+    alpha: float = Field(ge=0.0, le=100.0)
+
+
+class FedCRefFedavgTask(_Strict):
+    """One FedAvg contribution to a group: n·θ and n over the participant's clusters
+    ``members[own id]`` (θ: ``model`` trained ``epochs`` epochs from ``seeds[own id]``, or
+    with ``model`` absent the size-weighted local models). A sum-type statistic: the group's
+    members all receive the same task, masked when the group has >= 3 participants."""
+
+    kind: Literal["fedcref_fedavg"] = "fedcref_fedavg"
+    model: WireArray | None = None
+    n_params: int = Field(ge=1, le=MAX_ARRAY_ELEMENTS)
+    members: dict[Identifier, list[Annotated[int, Field(ge=0, le=100_000)]]] = Field(
+        min_length=1, max_length=1000
+    )
+    seeds: dict[Identifier, Seed] = Field(min_length=1, max_length=1000)
+    epochs: int = Field(ge=0, le=10_000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FedCRefFedavgTask:
+        if set(self.seeds) != set(self.members) or not all(self.members.values()):
+            raise ValueError("seeds must name the members, each member at least one cluster")
+        if self.model is not None and (
+            self.model.dtype != "float32" or tuple(self.model.shape) != (self.n_params,)
+        ):
+            raise ValueError("model must be float32 of shape (n_params,)")
+        return self
+
+
+class FedCRefRefineTask(_Strict):
+    """Refine the local assignment (Algorithm 2) with the local models and the ``models`` of
+    the participant's groups (G, n_params); answer the agreement with the previous one."""
+
+    kind: Literal["fedcref_refine"] = "fedcref_refine"
+    models: WireArray
+    seed: Seed
+
+
+# -- secure aggregation: pairwise masking (crypto.masking, Bonawitz et al. 2017) ---------------
+Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$")]
+
+#: The statistics a secure sum can carry: every task whose reply is a sum over rows.
+SumTaskSpec = Annotated[
+    MomentSumsTask
+    | FcmSumsTask
+    | FuzzyDbSumsTask
+    | SilhouetteSumsTask
+    | CenterSumsTask
+    | CenterScatterTask
+    | DistillSoftTask
+    | FedCRefFedavgTask,
+    Field(discriminator="kind"),
+]
+
+
+class FieldEncoding(_Strict):
+    """The declared fixed-point encoding of one summed field (crypto.fixedpoint.Statistic):
+    resolution 2^-scale_bits, |value| <= bound, a ring of ``words`` 64-bit words (a masked
+    field of w > 1 words travels as uint64 limbs on a last axis of w)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    scale_bits: int = Field(ge=0, le=60)
+    bound: float = Field(gt=0.0)
+    words: int = Field(default=1, ge=1, le=16)
+
+
+#: The largest cohort a secure sum takes (SecAgg+ keeps each participant's work O(log n)).
+MAX_COHORT = 10_000
+Cohort = Annotated[list[Identifier], Field(max_length=MAX_COHORT)]
+
+
+class SignedKeys(_Strict):
+    """A participant's job keys and graph nonce, Ed25519-signed (``crypto.masking.KeyAdvert``)."""
+
+    sender: Identifier
+    enc_public: Base64
+    mask_public: Base64
+    nonce: Base64
+    signature: Base64
+
+
+class SealedShare(_Strict):
+    """The sender's share of its round seed for one recipient (AES-GCM)."""
+
+    sender: Identifier
+    recipient: Identifier
+    ciphertext: Base64
+
+
+class SecureSetupTask(_Strict):
+    """Key setup number ``setup`` of the job's secure sums (one per group of participants
+    that sums together, usually one per job): make keys for the masking graph of degree
+    ``degree`` (None: complete) and Shamir ``threshold`` over ``roster``.
+
+    ``identities`` are the roster's registered Ed25519 public keys (base64); a participant
+    compares them with the keys it pinned before and refuses a change.
+    """
+
+    kind: Literal["secure_setup"] = "secure_setup"
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
+    roster: Cohort = Field(min_length=1)
+    degree: int | None = Field(default=None, ge=2, le=MAX_COHORT)
+    threshold: int = Field(ge=1, le=MAX_COHORT)
+    identities: dict[Identifier, Base64]
+
+
+class SecureGraphTask(_Strict):
+    """The roster's signed adverts: verify them, derive the masking graph, agree keys with
+    the neighbours; answer the graph's digest."""
+
+    kind: Literal["secure_graph"] = "secure_graph"
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
+    adverts: list[SignedKeys] = Field(max_length=MAX_COHORT)
+
+
+class SecureInputTask(_Strict):
+    """Secure sum ``round`` among ``cohort``: compute ``statistic`` on the local rows,
+    encode it, answer it masked with sealed seed shares for the neighbours."""
+
+    kind: Literal["secure_input"] = "secure_input"
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    cohort: Cohort = Field(min_length=1)
+    statistic: SumTaskSpec
+    encoding: list[FieldEncoding] = Field(min_length=1, max_length=16)
+
+
+class SecureUnmaskTask(_Strict):
+    """Who was received (their seed shares wanted) and who dropped (round keys wanted), with
+    the sealed seed shares the surviving neighbours sent this participant."""
+
+    kind: Literal["secure_unmask"] = "secure_unmask"
+    setup: int = Field(default=1, ge=1, le=MAX_WIRE_INT)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    survivors: Cohort
+    dropped: Cohort
+    shares: list[SealedShare] = Field(max_length=MAX_COHORT)
+
+
+# -- secure aggregation: Paillier (crypto.paillier), key held by the counting service -----------
+class PaillierKey(_Strict):
+    """A job's Paillier public key: the modulus n (base64, big-endian) and its fingerprint."""
+
+    n: Base64
+    key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class EncryptedField(_Strict):
+    """One summed field's packed ciphertexts (``crypto.paillier.EncryptedVector.to_dict``)."""
+
+    spec: dict[str, str | WireInt | float]
+    shape: list[Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)]] = Field(max_length=4)
+    n_contributions: int = Field(ge=1, le=MAX_WIRE_INT)
+    key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    ciphertexts: list[Base64] = Field(max_length=1_000_000)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> EncryptedField:
+        n = math.prod(self.shape)
+        if n > MAX_ARRAY_ELEMENTS:
+            raise ValueError(f"shape has {n} elements; at most {MAX_ARRAY_ELEMENTS} are accepted")
+        return self
+
+
+class PaillierInputTask(_Strict):
+    """Compute ``statistic``, encode every summed field and encrypt it under ``public_key``;
+    first tell the counting service that this participant contributes to ``round``."""
+
+    kind: Literal["paillier_input"] = "paillier_input"
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    statistic: SumTaskSpec
+    encoding: list[FieldEncoding] = Field(min_length=1, max_length=16)
+    public_key: PaillierKey
+    max_parties: int = Field(ge=3, le=1_000_000)
+
+TaskSpec = Annotated[
+    MomentSumsTask
+    | ApplyStandardisationTask
+    | ReportCountTask
+    | DeclareTask
+    | FcmSumsTask
+    | LocalFcmTask
+    | FuzzyDbSumsTask
+    | SilhouetteSumsTask
+    | KfedCentersTask
+    | LocalKTask
+    | HoldLocalFcmTask
+    | HoldKmeansInitTask
+    | HoldKmeansStepTask
+    | CenterSumsTask
+    | CenterScatterTask
+    | SecureSetupTask
+    | SecureGraphTask
+    | SecureInputTask
+    | SecureUnmaskTask
+    | PaillierInputTask
+    | DistillTrainTask
+    | DistillCountsTask
+    | DistillSoftTask
+    | DistillStepTask
+    | FedCRefInitTask
+    | FedCRefTrainTask
+    | FedCRefModelsTask
+    | FedCRefScoresTask
+    | FedCRefFedavgTask
+    | FedCRefRefineTask,
+    Field(discriminator="kind"),
+]
+
+
+class Task(_Strict):
+    """One unit of work for one participant; ``task_id`` counts that participant's tasks."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    task_id: WireInt
+    algorithm: AnyAlgorithm
+    spec: TaskSpec
+
+
+# -- replies: participant → coordinator -------------------------------------------------------
+class MomentSumsReply(_Strict):
+    kind: Literal["moment_sums"] = "moment_sums"
+    sum: WireArray
+    sum_sq: WireArray
+    shift: WireArray
+
+    @classmethod
+    def of(cls, r: MomentSums) -> MomentSumsReply:
+        return cls(sum=WireArray.of(r.sum), sum_sq=WireArray.of(r.sum_sq),
+                   shift=WireArray.of(r.shift))
+
+    def to_result(self) -> MomentSums:
+        return MomentSums(sum=self.sum.to_numpy(), sum_sq=self.sum_sq.to_numpy(),
+                          shift=self.shift.to_numpy())
+
+
+class AckReply(_Strict):
+    """Done; nothing to report (apply_standardisation, report_count)."""
+
+    kind: Literal["ack"] = "ack"
+
+
+BoundSource = Literal["configured", "derived"]
+
+
+class DeclarationReply(_Strict):
+    """A participant's declared public bounds (``protocol.maths.declaration``): its row count lies
+    in (row_bound/2, row_bound] and |x| <= value_bound for every raw value. A ``derived``
+    bound was computed from its rows (a disclosure), a ``configured`` one is its policy's."""
+
+    kind: Literal["declaration"] = "declaration"
+    row_bound: int = Field(ge=1, le=2**40)
+    value_bound: float = Field(gt=0.0, le=1e300)
+    row_bound_source: BoundSource
+    value_bound_source: BoundSource
+    enforces_fcm_rule: bool
+
+    @model_validator(mode="after")
+    def _power_of_two(self) -> DeclarationReply:
+        if self.row_bound & (self.row_bound - 1):
+            raise ValueError("row_bound must be a power of two")
+        return self
+
+    @classmethod
+    def of(cls, d: Declaration) -> DeclarationReply:
+        return cls(
+            row_bound=d.row_bound, value_bound=d.value_bound,
+            row_bound_source="derived" if d.row_bound_derived else "configured",
+            value_bound_source="derived" if d.value_bound_derived else "configured",
+            enforces_fcm_rule=d.enforces_fcm_rule,
+        )
+
+    def to_result(self) -> Declaration:
+        return Declaration(
+            row_bound=self.row_bound, value_bound=self.value_bound,
+            row_bound_derived=self.row_bound_source == "derived",
+            value_bound_derived=self.value_bound_source == "derived",
+            enforces_fcm_rule=self.enforces_fcm_rule,
+        )
+
+
+class FcmSumsReply(_Strict):
+    kind: Literal["fcm_sums"] = "fcm_sums"
+    u_sum: WireArray
+    weighted_sum: WireArray
+
+    @classmethod
+    def of(cls, r: FCMSums) -> FcmSumsReply:
+        return cls(u_sum=WireArray.of(r.u_sum), weighted_sum=WireArray.of(r.weighted_sum))
+
+    def to_result(self) -> FCMSums:
+        return FCMSums(u_sum=self.u_sum.to_numpy(), weighted_sum=self.weighted_sum.to_numpy())
+
+
+class LocalFcmReply(_Strict):
+    kind: Literal["local_fcm"] = "local_fcm"
+    centers: WireArray
+    weights: WireArray
+    global_objective: float
+    n_iter: int = Field(ge=0, le=MAX_WIRE_INT)
+
+    @classmethod
+    def of(cls, r: LocalCenters) -> LocalFcmReply:
+        return cls(centers=WireArray.of(r.centers), weights=WireArray.of(r.weights),
+                   global_objective=r.global_objective, n_iter=r.n_iter)
+
+    def to_result(self) -> LocalCenters:
+        return LocalCenters(centers=self.centers.to_numpy(), weights=self.weights.to_numpy(),
+                            global_objective=self.global_objective, n_iter=self.n_iter)
+
+
+class FuzzyDbSumsReply(_Strict):
+    kind: Literal["fuzzy_db_sums"] = "fuzzy_db_sums"
+    spread: WireArray
+    membership: WireArray
+
+    @classmethod
+    def of(cls, r: FuzzyDBSums) -> FuzzyDbSumsReply:
+        return cls(spread=WireArray.of(r.spread), membership=WireArray.of(r.membership))
+
+    def to_result(self) -> FuzzyDBSums:
+        return FuzzyDBSums(spread=self.spread.to_numpy(), membership=self.membership.to_numpy())
+
+
+class SilhouetteSumsReply(_Strict):
+    kind: Literal["silhouette_sums"] = "silhouette_sums"
+    total: float
+
+    @classmethod
+    def of(cls, r: SilhouetteSums) -> SilhouetteSumsReply:
+        return cls(total=r.total)
+
+    def to_result(self) -> SilhouetteSums:
+        return SilhouetteSums(total=self.total)
+
+
+class KfedCentersReply(_Strict):
+    kind: Literal["kfed_centers"] = "kfed_centers"
+    centers: WireArray
+
+
+class LocalKReply(_Strict):
+    kind: Literal["local_k"] = "local_k"
+    k: int = Field(ge=1, le=100_000)
+
+
+class DistillCountsReply(_Strict):
+    """How many public rows the local classifier labels with each class, (n_classes,)."""
+
+    kind: Literal["distill_counts"] = "distill_counts"
+    label_counts: WireArray
+
+
+class DistillSoftReply(_Strict):
+    """Softmax probabilities on the public set (n_public, n_classes) and ``members`` = [1]
+    (or, from a secure sum, their sums over a group: the group's size)."""
+
+    kind: Literal["distill_soft"] = "distill_soft"
+    soft_sum: WireArray
+    members: WireArray
+
+
+class FedCRefInitReply(_Strict):
+    """K_i, the number of local clusters of the initial clustering."""
+
+    kind: Literal["fedcref_init"] = "fedcref_init"
+    k: int = Field(ge=1, le=100_000)
+
+
+class FedCRefModelsReply(_Strict):
+    """The local models, float32 (K_i, n_params)."""
+
+    kind: Literal["fedcref_models"] = "fedcref_models"
+    models: WireArray
+
+
+class FedCRefScoresReply(_Strict):
+    """Eq. 2 scores (K_i, M) of the local clusters against the task's models."""
+
+    kind: Literal["fedcref_scores"] = "fedcref_scores"
+    scores: WireArray
+
+
+class FedCRefFedavgReply(_Strict):
+    """n·θ (n_params,) and n (1,) (or, from a secure sum, their sums over the group)."""
+
+    kind: Literal["fedcref_fedavg"] = "fedcref_fedavg"
+    weighted_params: WireArray
+    rows: WireArray
+
+
+class FedCRefRefineReply(_Strict):
+    """The agreement (Hungarian ACC) of the refined assignment with the previous one."""
+
+    kind: Literal["fedcref_refine"] = "fedcref_refine"
+    agreement: float = Field(ge=0.0, le=1.0)
+
+
+class RefusalReply(_Strict):
+    """The participant will not compute this task; ``reason`` is shown to the analyst.
+
+    ``fatal``: the participant cannot go on with the job at all (a value above a bound its
+    own declaration implies): the coordinator fails the job instead of counting a dropout.
+    """
+
+    kind: Literal["refusal"] = "refusal"
+    reason: str = Field(min_length=1, max_length=2000)
+    fatal: bool = False
+
+    def error(self, participant: str) -> Exception:
+        """The exception a coordinator raises for it: RefusedError, or for a fatal refusal
+        ProtocolError (the job cannot go on)."""
+        if self.fatal:
+            return ProtocolError(f"participant {participant!r}: {self.reason}")
+        return RefusedError(self.reason)
+
+
+class CenterSumsReply(_Strict):
+    kind: Literal["center_sums"] = "center_sums"
+    sums: WireArray
+    weights: WireArray
+    inertia: WireArray
+    contributors: WireArray
+    objective: float
+
+    @classmethod
+    def of(cls, r: CenterSums) -> CenterSumsReply:
+        return cls(
+            sums=WireArray.of(r.sums), weights=WireArray.of(r.weights),
+            inertia=WireArray.of(r.inertia), contributors=WireArray.of(r.contributors),
+            objective=r.objective,
+        )
+
+    def to_result(self) -> CenterSums:
+        return CenterSums(
+            sums=self.sums.to_numpy(), weights=self.weights.to_numpy(),
+            inertia=self.inertia.to_numpy(), contributors=self.contributors.to_numpy(),
+            objective=self.objective,
+        )
+
+
+class CenterScatterReply(_Strict):
+    kind: Literal["center_scatter"] = "center_scatter"
+    scatter: WireArray
+    removal: WireArray
+
+    @classmethod
+    def of(cls, r: CenterScatter) -> CenterScatterReply:
+        return cls(scatter=WireArray.of(r.scatter), removal=WireArray.of(r.removal))
+
+    def to_result(self) -> CenterScatter:
+        return CenterScatter(scatter=self.scatter.to_numpy(), removal=self.removal.to_numpy())
+
+
+class KeyAdvertReply(_Strict):
+    kind: Literal["key_advert"] = "key_advert"
+    advert: SignedKeys
+
+
+class GraphReply(_Strict):
+    """The digest of the masking graph the participant derived (every party's must agree)."""
+
+    kind: Literal["masking_graph"] = "masking_graph"
+    graph_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class MaskedInputReply(_Strict):
+    """One masked uint64 vector per encoded field, the sealed seed shares for the
+    neighbours, and the commitment to the round's self-mask seed."""
+
+    kind: Literal["masked_input"] = "masked_input"
+    vectors: dict[str, WireArray] = Field(min_length=1, max_length=16)
+    shares: list[SealedShare] = Field(max_length=MAX_COHORT)
+    seed_commitment: Base64
+
+
+class UnmaskSharesReply(_Strict):
+    """Seed shares (base64) of the survivors, and per dropped neighbour the round's pair-mask
+    key (base64)."""
+
+    kind: Literal["unmask_shares"] = "unmask_shares"
+    self_mask_shares: dict[Identifier, Base64]
+    pair_keys: dict[Identifier, Base64]
+
+
+class PaillierInputReply(_Strict):
+    """A participant's encrypted fields; only the counting service can decrypt their sum."""
+
+    kind: Literal["paillier_input"] = "paillier_input"
+    vectors: dict[str, EncryptedField] = Field(min_length=1, max_length=16)
+
+Reply = Annotated[
+    MomentSumsReply
+    | AckReply
+    | DeclarationReply
+    | FcmSumsReply
+    | LocalFcmReply
+    | FuzzyDbSumsReply
+    | SilhouetteSumsReply
+    | KfedCentersReply
+    | LocalKReply
+    | CenterSumsReply
+    | CenterScatterReply
+    | KeyAdvertReply
+    | GraphReply
+    | MaskedInputReply
+    | UnmaskSharesReply
+    | PaillierInputReply
+    | DistillCountsReply
+    | DistillSoftReply
+    | FedCRefInitReply
+    | FedCRefModelsReply
+    | FedCRefScoresReply
+    | FedCRefFedavgReply
+    | FedCRefRefineReply
+    | RefusalReply,
+    Field(discriminator="kind"),
+]
+
+#: The reply kind each task kind expects (a refusal is always allowed).
+REPLY_KIND: Final[dict[str, str]] = {
+    "moment_sums": "moment_sums",
+    "apply_standardisation": "ack",
+    "report_count": "ack",
+    "declare": "declaration",
+    "fcm_sums": "fcm_sums",
+    "local_fcm": "local_fcm",
+    "fuzzy_db_sums": "fuzzy_db_sums",
+    "silhouette_sums": "silhouette_sums",
+    "kfed_centers": "kfed_centers",
+    "local_k": "local_k",
+    "hold_local_fcm": "ack",
+    "hold_kmeans_init": "ack",
+    "hold_kmeans_step": "ack",
+    "center_sums": "center_sums",
+    "center_scatter": "center_scatter",
+    "secure_setup": "key_advert",
+    "secure_graph": "masking_graph",
+    "secure_input": "masked_input",
+    "secure_unmask": "unmask_shares",
+    "paillier_input": "paillier_input",
+    "distill_train": "ack",
+    "distill_counts": "distill_counts",
+    "distill_soft": "distill_soft",
+    "distill_step": "ack",
+    "fedcref_init": "fedcref_init",
+    "fedcref_train": "ack",
+    "fedcref_models": "fedcref_models",
+    "fedcref_scores": "fedcref_scores",
+    "fedcref_fedavg": "fedcref_fedavg",
+    "fedcref_refine": "fedcref_refine",
+}
+
+
+class Contribution(_Strict):
+    """A participant's answer to one task."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    task_id: WireInt
+    reply: Reply
+
+
+# -- counting service ---------------------------------------------------------------------------
+class CountReport(_Strict):
+    """A participant's N_l for one job, sent to the counting service only, with the roster
+    it admitted for the job (its declare task's): the service refuses the count (409) while
+    its own roster of the job is not within it (none given: nothing is within it), and never
+    releases a total over a roster outside it, so a coordinator cannot count it among
+    members it did not admit."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    count: int = Field(ge=1, le=MAX_WIRE_INT)
+    roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
+
+
+class CountRoster(_Strict):
+    """The coordinator tells the counting service which participants take part in a job."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    participants: list[Identifier] = Field(min_length=1, max_length=10_000)
+
+
+class CountTotal(_Strict):
+    """ΣN_l of a job, released once enough participants have reported."""
+
+    job_id: Identifier
+    total: int = Field(ge=1, le=2**63 - 1)
+    reporters: int = Field(ge=1, le=MAX_WIRE_INT)
+
+
+
+class PaillierContribution(_Strict):
+    """A participant tells the counting service it contributes to Paillier sum ``round``,
+    with the roster it admitted for the job: refused (409) while the service's roster of the
+    job is not within it (none given: nothing is), and the round is decrypted only over
+    contributors within every contributor's admitted roster."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
+
+
+class CohortNotice(_Strict):
+    """A participant tells the counting service it contributes to a masked sum over
+    ``cohort`` (once per distinct cohort of a job): the coordinator unmasks that cohort's
+    sum, so the service's differencing guard (``protocol.maths.release_guard``) counts it as
+    released, and refuses it (409) when, with the cohorts released before, it would make a
+    statistic of fewer than the minimum cohort derivable."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
+
+
+class UnmaskView(_Strict):
+    """A participant registers the view of masked sum ``round`` (key setup ``setup``) it is
+    asked to unmask: who survived, who dropped out. The counting service keeps the first
+    view of each round and answers 204 to that very view only (409 to any other), so a
+    coordinator cannot show two groups two splits of one round and collect, from the one,
+    a participant's pair keys and, from the other, the shares of its self-mask. The
+    survivors also pass the differencing guard as a released cohort, as a
+    :class:`CohortNotice` does."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    setup: int = Field(ge=1, le=MAX_WIRE_INT)
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    survivors: Cohort = Field(min_length=1)
+    dropped: Cohort
+
+
+class PaillierDecryptRequest(_Strict):
+    """The coordinator asks the key holder to decrypt the aggregate of sum ``round``.
+
+    ``contributors`` must be exactly the participants that announced a contribution to the
+    round, at least the minimum cohort; every field's ``n_contributions`` must match them.
+    """
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    job_id: Identifier
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
+    vectors: dict[str, EncryptedField] = Field(min_length=1, max_length=16)
+
+
+class PaillierDecryption(_Strict):
+    """The decrypted, decoded sums of one Paillier round (one array per field)."""
+
+    job_id: Identifier
+    round: int = Field(ge=1, le=MAX_WIRE_INT)
+    sums: dict[str, WireArray]
+
+# -- jobs: analyst ⇄ coordinator ----------------------------------------------------------------
+class DistillParams(_Strict):
+    """The parameters of a "fed-distill" job (Yang & Tae 2023; coordinator.distillation)."""
+
+    public: WireArray = Field(
+        description="The public unlabelled set, float64 (n_public, n_features), scaled as the "
+        "participants' rows; sent to every participant."
+    )
+    n_classes: int = Field(ge=2, le=10_000, description="Labels are 0..n_classes-1.")
+    distance_threshold: float = Field(
+        default=2.0, gt=0.0, description="Ward merge distance at which grouping stops."
+    )
+    temperature: float = Field(default=0.1, gt=0.0, le=1000.0, description="Distillation T.")
+    epochs: int = Field(default=30, ge=0, le=10_000, description="Distillation epochs.")
+    classifier: Literal["mlp", "cnn"] = Field(
+        default="mlp", description="'cnn' needs square images (n_features a perfect square)."
+    )
+    mode: Literal["clustered", "global", "local"] = Field(
+        default="clustered",
+        description="'clustered' (the paper), 'global' (one teacher, FedDF-style) or "
+        "'local' (no sharing).",
+    )
+
+    @model_validator(mode="after")
+    def _public_shape(self) -> DistillParams:
+        if self.public.dtype != "float64" or len(self.public.shape) != 2 or (
+            self.public.shape[0] < 1 or self.public.shape[1] < 1
+        ):
+            raise ValueError("distill.public must be a non-empty float64 (n_public, n_features)")
+        return self
+
+
+class FedCRefParams(_Strict):
+    """The parameters of a "fedcref" job (Nardi, Valerio & Passarella; coordinator.fedcref).
+
+    Every participant's rows must be scaled to [0, 1] (the autoencoders' sigmoid output).
+    """
+
+    hidden: Hidden = Field(
+        default=(100, 64, 32), description="Encoder widths; the decoder mirrors them."
+    )
+    initial: Literal["kmeans", "labels"] = Field(
+        default="kmeans",
+        description="Initial local clustering: 'kmeans' (k-means on an autoencoder code) or "
+        "'labels' (each participant's own [data] label_column).",
+    )
+    local_k: int | None = Field(
+        default=None, ge=1, le=1000,
+        description="K_i of every participant's k-means; absent: chosen by the silhouette.",
+    )
+    k_max: int = Field(default=6, ge=2, le=1000, description="Largest K_i the silhouette tries.")
+    epochs: int = Field(
+        default=20, ge=0, le=10_000,
+        description="Local training epochs (early stopping); the paper's 20 suit clusters of "
+        "thousands of rows, clusters of tens to hundreds need ~60.",
+    )
+    alpha: float = Field(default=75.0, ge=0.0, le=100.0, description="Eq. 2 percentile.")
+    theta: float = Field(
+        default=0.2, ge=0.0, le=1.0,
+        description="Eq. 2 threshold; scores fall as clusters grow, so clusters of tens of "
+        "rows need a larger one (~0.55).",
+    )
+    tau: float = Field(
+        default=0.8, ge=0.0, le=1.0,
+        description="A participant freezes when consecutive assignments agree >= tau.",
+    )
+    fedavg_rounds: int = Field(default=15, ge=0, le=10_000, description="FedAvg rounds per group.")
+    fedavg_epochs: int = Field(default=2, ge=1, le=10_000, description="Epochs per FedAvg round.")
+    max_iterations: int = Field(default=10, ge=1, le=1000, description="The most iterations.")
+    refine_with: Literal["groups", "all"] = Field(
+        default="all",
+        description="The federated models a participant refines with: every group's (the "
+        "authors' code) or only its own groups'.",
+    )
+
+
+class JobCreate(_Strict):
+    """What an analyst asks for: one algorithm, a K or a K range (the sweeps), a ``distill``
+    block ("fed-distill") or a ``fedcref`` block ("fedcref", defaults when absent), and its
+    parameters."""
+
+    algorithm: AnyAlgorithm
+    participants: list[Identifier] = Field(min_length=1, max_length=1000)
+    k: int | None = Field(default=None, ge=2, le=1000)
+    k_range: tuple[int, int] | None = None
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    standardise: bool = False
+    local_k_range: tuple[int, int] | None = None
+    m: float = Field(default=2.0, gt=1.0, le=100.0)
+    eps: float = Field(default=1e-3, ge=0.0)
+    max_rounds: int = Field(default=100, ge=1, le=10_000)
+    gamma: float = Field(default=1.0, gt=0.0, le=1.0)
+    protection: ProtectionScheme = Field(
+        default="masking",
+        description=(
+            "How every sum-type statistic travels: 'masking' (pairwise masking, the default), "
+            "'paillier' (encrypted to the counting service's key), or 'none' (each "
+            "participant's statistics in the clear, as in the papers)."
+        ),
+    )
+    masking_graph: Literal["auto", "full"] = Field(
+        default="auto",
+        description=(
+            "The graph of masking partners: 'auto' (SecAgg+, Bell et al. 2020: each "
+            "participant masks with O(log n) neighbours where the cohort is large enough, "
+            "else with everyone) or 'full' (every pair, Bonawitz et al. 2017)."
+        ),
+    )
+    max_rows: int | None = Field(
+        default=None, ge=1, le=10**12,
+        description=(
+            "Override of the bound on any participant's row count (fixed-point encoding of "
+            "protected sums). Unset: the largest row_bound the participants declare. Below a "
+            "participant's declared row_bound the job fails at once."
+        ),
+    )
+    value_bound: float | None = Field(
+        default=None, gt=0.0, le=1e12,
+        description=(
+            "Override of the bound on |x| for every value the algorithms see (after "
+            "standardisation if asked; for 'fedcref' on |model parameter|). Unset: the largest "
+            "value_bound the participants declare, or after standardisation the bound their "
+            "declarations and the federation's mean and scale imply. Below that bound the job "
+            "fails."
+        ),
+    )
+    distill: DistillParams | None = Field(
+        default=None, description="Required for algorithm 'fed-distill'; absent otherwise."
+    )
+    fedcref: FedCRefParams | None = Field(
+        default=None,
+        description="Algorithm 'fedcref' only (absent: the defaults); absent otherwise.",
+    )
+    min_center_contributors: int = Field(
+        default=1, ge=1, le=1000,
+        description=(
+            "A center is released only if at least this many participants stand behind it "
+            "(their local centers nearest to it; for ffcm every participant); one formed from "
+            "a single participant's local center reveals that center. 1 (the papers' "
+            "behaviour) releases every center. Algorithms 'ffcm', 'fedfcm' and 'fkm' only."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _ks(self) -> JobCreate:
+        if self.algorithm == "fed-distill" and self.distill is None:
+            raise ValueError("'fed-distill' needs a distill block")
+        if self.distill is not None and self.algorithm != "fed-distill":
+            raise ValueError(f"{self.algorithm!r} takes no distill block")
+        if self.fedcref is not None and self.algorithm != "fedcref":
+            raise ValueError(f"{self.algorithm!r} takes no fedcref block")
+        if self.algorithm in ("fed-distill", "fedcref"):
+            model_based = self.algorithm
+            if self.k is not None or self.k_range is not None or self.local_k_range is not None:
+                raise ValueError(f"{model_based!r} takes no k, k_range or local_k_range")
+            if self.standardise:
+                raise ValueError(f"{model_based!r} does not standardise (scale the data yourself)")
+            if self.protection == "paillier":
+                raise ValueError(
+                    f"{model_based!r} takes protection 'masking' or 'none' (Paillier is too "
+                    "slow for model-sized sums)"
+                )
+            if len(set(self.participants)) != len(self.participants):
+                raise ValueError("participants must be distinct")
+            if model_based == "fedcref" and len(self.participants) < 2:
+                raise ValueError("'fedcref' needs at least two participants")
+            if self.min_center_contributors != 1:
+                raise ValueError(f"{model_based!r} takes no min_center_contributors")
+            return self
+        if (self.k is None) == (self.k_range is None):
+            raise ValueError("give exactly one of k and k_range")
+        for name, rng in (("k_range", self.k_range), ("local_k_range", self.local_k_range)):
+            if rng is not None and not 2 <= rng[0] <= rng[1] <= 1000:
+                raise ValueError(f"{name} must be [a, b] with 2 <= a <= b <= 1000")
+        if len(set(self.participants)) != len(self.participants):
+            raise ValueError("participants must be distinct")
+        if self.protection != "none" and self.algorithm in ("fedfcm-avg", "kfed"):
+            raise ValueError(
+                f"{self.algorithm!r} sends each participant's local centers by design; "
+                "use protection 'none'"
+            )
+        if self.min_center_contributors != 1 and self.algorithm in ("fedfcm-avg", "kfed"):
+            raise ValueError(
+                f"{self.algorithm!r} does not count the participants behind a center; "
+                "min_center_contributors applies to 'ffcm', 'fedfcm' and 'fkm'"
+            )
+        return self
+
+    @property
+    def ks(self) -> list[int]:
+        """The K values to sweep (none for the model-based algorithms)."""
+        if self.algorithm in ("fed-distill", "fedcref"):
+            return []
+        if self.k is not None:
+            return [self.k]
+        assert self.k_range is not None
+        return list(range(self.k_range[0], self.k_range[1] + 1))
+
+
+JobState = Literal["pending", "running", "succeeded", "failed", "cancelled"]
+
+
+class JobProgress(_Document):
+    """Where a running job is: stage, K, round, last center shift, who has answered."""
+
+    stage: str
+    k: int | None = None
+    round: int | None = None
+    shift: float | None = None
+    answered: list[str] = []
+    waiting_for: list[str] = []
+
+
+class JobPublic(_Strict):
+    """A job as the API shows it."""
+
+    id: Identifier
+    state: JobState
+    spec: JobCreate
+    created_at: datetime
+    updated_at: datetime
+    progress: JobProgress | None = None
+    error: str | None = None
+    owner: str | None = Field(
+        default=None,
+        description="The analyst who created the job (None: created before owners were kept).",
+    )
+
+
+class GroupingIteration(_Strict):
+    """One FedCRef iteration in the result document."""
+
+    iteration: int
+    groups: int
+    isolated_clusters: int
+    frozen: list[str]
+
+
+class SweepEntryDocument(_Document):
+    """One K of a sweep in the result document.
+
+    ``centers[j]`` is None when center j is withheld: fewer participants stand behind it
+    (``center_contributors[j]``) than the job's ``min_center_contributors`` (the notes say
+    so). ``empty_clusters`` counts the clusters of K that no point supports (then ``centers``
+    has fewer than K rows).
+    """
+
+    k: int
+    fed_fuzzy_db: float
+    centers: list[list[float] | None]
+    rounds: int
+    stop_reason: str
+    simplified_silhouette: float
+    ari: float | None = None
+    center_contributors: list[int] | None = None
+    empty_clusters: int = 0
+
+
+class ResultDocument(_Strict):
+    """The result of a sweep: what ``simulate --json``, ``demo --json`` and the API return.
+
+    A model-based job has no sweep (``sweep`` empty, ``k_selected`` the number of groups
+    found); its grouping is in ``groups`` and the groups too small to mask in
+    ``unprotected_groups``: participant names for "fed-distill", ``participant:cluster``
+    references for "fedcref" (as ``groups[].members`` in ``simulate --json``), whose local
+    clusters in no group are ``isolated_clusters``, with ``iterations`` and ``stop_reason``.
+    """
+
+    algorithm: AnyAlgorithm
+    dataset: str | None = None
+    participants: int
+    seed: int | None
+    standardised: bool
+    protection: ProtectionScheme = "none"
+    k_selected: int
+    k_elbow: int | None
+    sweep: list[SweepEntryDocument]
+    notes: list[str] = []
+    local_k: list[int] | None = None
+    k_range_rule_of_thumb: tuple[int, int] | None = None
+    groups: list[list[str]] | None = None
+    unprotected_groups: list[list[str]] | None = None
+    isolated_clusters: list[str] | None = None
+    iterations: list[GroupingIteration] | None = None
+    stop_reason: str | None = None
+    feature_names: list[str] | None = Field(
+        default=None,
+        description="Names of the center columns (the data's header), in order; None if unknown.",
+    )
+
+
+# -- enrolment: participant → coordinator ---------------------------------------------------------
+class Enrolment(_Strict):
+    """A participant agent announces itself: its schema width and what its policy allows."""
+
+    protocol_version: Literal[2] = PROTOCOL_VERSION
+    n_features: int = Field(ge=1, le=100_000)
+    allowed_algorithms: list[AnyAlgorithm] = Field(min_length=1)
+    agent_version: str = Field(default="", max_length=64)
+    identity_key: str | None = Field(
+        default=None, min_length=44, max_length=44, pattern=r"^[A-Za-z0-9+/]{43}=$",
+        description=(
+            "The organisation's Ed25519 public key (32 bytes, base64) that signs its keys in "
+            "masked secure sums; jobs with masking need it."
+        ),
+    )
+
+
+class ParticipantPublic(_Strict):
+    """A participant as the API shows it (no credentials)."""
+
+    id: Identifier
+    enrolled: bool
+    n_features: int | None = None
+    allowed_algorithms: list[AnyAlgorithm] = []
+    enrolled_at: datetime | None = None
+    identity_key: str | None = None
+    last_contact: datetime | None = Field(
+        default=None,
+        description="The participant's last authenticated request since the coordinator started",
+    )
+
+
+# -- reply acceptance ------------------------------------------------------------------------------
+def _task_centers(spec: TaskSpec) -> tuple[int, ...] | None:
+    centers = getattr(spec, "centers", None)
+    return None if centers is None else tuple(centers.shape)
+
+
+# -- the summed fields of sum-type statistics --------------------------------------------------
+def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]:
+    """Name and shape of every summed field of the reply to ``spec`` (all float64)."""
+    D = n_features
+    centers = _task_centers(spec)
+    K = centers[0] if centers else 0
+    match spec:
+        case MomentSumsTask():
+            return {"sum": (D,), "sum_sq": (D,)}
+        case FcmSumsTask():
+            return {"u_sum": (K,), "weighted_sum": (K, D)}
+        case FuzzyDbSumsTask():
+            return {"spread": (K,), "membership": (K,)}
+        case SilhouetteSumsTask():
+            return {"total": (1,)}
+        case CenterSumsTask():
+            S, K = spec.centers.shape[:2]
+            return {
+                "sums": (S, K, D), "weights": (S, K), "inertia": (S,), "contributors": (S, K),
+                "objective": (1,),
+            }
+        case CenterScatterTask():
+            S, K = spec.centers.shape[:2]
+            return {"scatter": (S, K, D * (D + 1) // 2), "removal": (S, K)}
+        case DistillSoftTask():
+            return {"soft_sum": (spec.public.shape[0], spec.n_classes), "members": (1,)}
+        case FedCRefFedavgTask():
+            return {"weighted_params": (spec.n_params,), "rows": (1,)}
+    raise AssertionError(f"unhandled statistic {spec.kind!r}")  # the union is exhaustive
+
+
+def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
+    """The summed fields of a sum-type reply as float64 arrays (see :func:`sum_fields`)."""
+    match reply:
+        case MomentSumsReply():
+            return {"sum": reply.sum.to_numpy(), "sum_sq": reply.sum_sq.to_numpy()}
+        case FcmSumsReply():
+            return {"u_sum": reply.u_sum.to_numpy(), "weighted_sum": reply.weighted_sum.to_numpy()}
+        case FuzzyDbSumsReply():
+            return {"spread": reply.spread.to_numpy(), "membership": reply.membership.to_numpy()}
+        case SilhouetteSumsReply():
+            return {"total": np.array([reply.total])}
+        case CenterSumsReply():
+            return {
+                "sums": reply.sums.to_numpy(),
+                "weights": reply.weights.to_numpy(),
+                "inertia": reply.inertia.to_numpy(),
+                "contributors": reply.contributors.to_numpy(),
+                "objective": np.array([reply.objective]),
+            }
+        case CenterScatterReply():
+            return {"scatter": reply.scatter.to_numpy(), "removal": reply.removal.to_numpy()}
+        case DistillSoftReply():
+            return {"soft_sum": reply.soft_sum.to_numpy(), "members": reply.members.to_numpy()}
+        case FedCRefFedavgReply():
+            return {
+                "weighted_params": reply.weighted_params.to_numpy(),
+                "rows": reply.rows.to_numpy(),
+            }
+    raise ValueError(f"a {reply.kind!r} reply is not a sum over rows")
+
+
+def reply_of_sums(
+    spec: SumTaskSpec, sums: dict[str, NDArray[np.float64]], n_features: int
+) -> Reply:
+    """The reply to ``spec`` whose summed fields are ``sums`` (an aggregate over parties)."""
+    w = {name: WireArray.of(value) for name, value in sums.items()}
+    match spec:
+        case MomentSumsTask():
+            shift = WireArray.of(np.zeros(n_features)) if spec.shift is None else spec.shift
+            return MomentSumsReply(sum=w["sum"], sum_sq=w["sum_sq"], shift=shift)
+        case FcmSumsTask():
+            return FcmSumsReply(u_sum=w["u_sum"], weighted_sum=w["weighted_sum"])
+        case FuzzyDbSumsTask():
+            return FuzzyDbSumsReply(spread=w["spread"], membership=w["membership"])
+        case SilhouetteSumsTask():
+            return SilhouetteSumsReply(total=float(sums["total"][0]))
+        case CenterSumsTask():
+            return CenterSumsReply(
+                sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
+                contributors=w["contributors"], objective=float(sums["objective"][0]),
+            )
+        case CenterScatterTask():
+            return CenterScatterReply(scatter=w["scatter"], removal=w["removal"])
+        case DistillSoftTask():
+            return DistillSoftReply(soft_sum=w["soft_sum"], members=w["members"])
+        case FedCRefFedavgTask():
+            return FedCRefFedavgReply(weighted_params=w["weighted_params"], rows=w["rows"])
+    raise AssertionError(f"unhandled statistic {spec.kind!r}")  # the union is exhaustive
+
+
+def _check_masked(spec: TaskSpec, reply: MaskedInputReply, n_features: int) -> None:
+    """A masked answer carries exactly the encoded fields, uint64, in the statistic's shapes
+    (with a last axis of w limbs for a field of w > 1 words)."""
+    assert isinstance(spec, SecureInputTask)
+    fields = sum_fields(spec.statistic, n_features)
+    words = {e.name: e.words for e in spec.encoding}
+    if set(reply.vectors) != set(words) or set(words) != set(fields):
+        raise ValueError(
+            f"a masked {spec.statistic.kind!r} reply must carry the fields {sorted(fields)}; "
+            f"got {sorted(reply.vectors)}"
+        )
+    for name, vector in reply.vectors.items():
+        shape = fields[name] + ((words[name],) if words[name] > 1 else ())
+        if vector.dtype != "uint64" or tuple(vector.shape) != shape:
+            raise ValueError(
+                f"masked field {name!r} must be uint64 of shape {shape}; got "
+                f"{vector.dtype} of shape {tuple(vector.shape)}"
+            )
+
+def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
+    """Refuse a reply whose kind or array shapes do not answer ``spec``.
+
+    The coordinator runs this before accepting a contribution, so a malformed one is
+    rejected (HTTP 422) and never reaches a job's state. Values are never echoed.
+
+    Raises:
+        ValueError: naming the field and the expected and received shapes.
+    """
+    if isinstance(reply, RefusalReply):
+        return
+    expected = REPLY_KIND[spec.kind]
+    if reply.kind != expected:
+        raise ValueError(f"a {spec.kind!r} task needs a {expected!r} reply; got {reply.kind!r}")
+    D = n_features
+    shape = _task_centers(spec)
+    K = shape[0] if shape else 0  # only read for replies to tasks that carry centers
+    want: dict[str, tuple[int, ...]]
+    match reply:
+        case MomentSumsReply():
+            want = {"sum": (D,), "sum_sq": (D,), "shift": (D,)}
+        case FcmSumsReply():
+            want = {"u_sum": (K,), "weighted_sum": (K, D)}
+        case LocalFcmReply():
+            want = {"centers": (K, D), "weights": (K,)}
+        case FuzzyDbSumsReply():
+            want = {"spread": (K,), "membership": (K,)}
+        case KfedCentersReply():
+            n = reply.centers.shape[0] if reply.centers.shape else -1
+            want = {"centers": (n, D)}
+        case CenterSumsReply():
+            assert isinstance(spec, CenterSumsTask)
+            want = {k: v for k, v in sum_fields(spec, D).items() if k != "objective"}
+        case CenterScatterReply():
+            assert isinstance(spec, CenterScatterTask)
+            want = sum_fields(spec, D)
+        case MaskedInputReply():
+            _check_masked(spec, reply, D)
+            want = {}
+        case DistillCountsReply():
+            assert isinstance(spec, DistillCountsTask)
+            want = {"label_counts": (spec.n_classes,)}
+        case DistillSoftReply():
+            assert isinstance(spec, DistillSoftTask)
+            want = sum_fields(spec, D)
+        case FedCRefFedavgReply():
+            assert isinstance(spec, FedCRefFedavgTask)
+            want = sum_fields(spec, D)
+        case FedCRefScoresReply():
+            assert isinstance(spec, FedCRefScoresTask)
+            k = reply.scores.shape[0] if reply.scores.shape else -1
+            want = {"scores": (k, spec.models.shape[0] if spec.models.shape else -1)}
+        case FedCRefModelsReply():
+            if reply.models.dtype != "float32" or len(reply.models.shape) != 2:
+                raise ValueError("reply field 'models' must be float32 (K_i, n_params)")
+            want = {}
+        case _:
+            want = {}
+    for field, shape_wanted in want.items():
+        got = tuple(getattr(reply, field).shape)
+        if got != shape_wanted:
+            raise ValueError(
+                f"reply field {field!r} must have shape {shape_wanted}; got shape {got}"
+            )
+
+
+# -- service receipts ------------------------------------------------------------------------------
+class ContributionReceipt(_Strict):
+    """The coordinator accepted a contribution (HTTP 202)."""
+
+    job_id: Identifier
+    task_id: WireInt
+    status: Literal["accepted"] = "accepted"
+
+
+class HealthStatus(_Strict):
+    """``GET /health`` of every service."""
+
+    status: Literal["ok"] = "ok"
+
+
+class ErrorDetail(_Strict):
+    """Body of every 4xx answer: a message, or for 422 a list of {loc, msg, type} items."""
+
+    detail: str | list[dict[str, Any]]
+
+
+# -- disclosures: what a party revealed ---------------------------------------------------------
+Protection = Literal["plain", "masked", "paillier", "sealed", "declared"]
+#: The fields of a DeclarationReply that are declared public bounds
+#: (``protocol.maths.declaration``).
+DECLARED_FIELDS: Final = frozenset({"row_bound", "value_bound"})
+
+
+def field_protection(name: str, reply_kind: str) -> Protection:
+    """How the wire field ``name`` of a ``reply_kind`` message travels.
+
+    Masked vectors look uniform to the coordinator; Paillier ciphertexts are readable only by
+    the counting service's key; sealed seed shares (sent with the masked input) are AES-GCM
+    encrypted to one neighbour; a
+    declaration's bounds are declared public bounds. Everything else (public keys, the Shamir
+    shares and round keys of the unmask stage, plain statistics) is plain.
+    """
+    if reply_kind == "declaration" and name.rsplit(".", 1)[-1] in DECLARED_FIELDS:
+        return "declared"
+    if reply_kind == "masked_input" and ".vectors." in f".{name}":
+        return "masked"
+    if reply_kind == "paillier_input" and name.endswith(".ciphertexts"):
+        return "paillier"
+    if reply_kind == "masked_input" and name.endswith(".ciphertext"):
+        return "sealed"
+    return "plain"
+
+
+def wire_fields(doc: Any, prefix: str = "") -> list[tuple[str, tuple[int, ...] | None]]:
+    """The leaf fields of a decoded JSON body as (dotted name, shape) pairs.
+
+    An encoded :class:`WireArray` (an object with exactly ``dtype``, ``shape`` and ``data``)
+    is one field with its shape; a list of scalars is one field of shape ``(len,)``; any
+    other scalar has shape None. Values are never returned.
+    """
+    out: list[tuple[str, tuple[int, ...] | None]] = []
+    if isinstance(doc, dict):
+        if set(doc) == {"dtype", "shape", "data"} and isinstance(doc["shape"], list):
+            return [(prefix, tuple(int(s) for s in doc["shape"]))]
+        for key in sorted(doc):
+            out.extend(wire_fields(doc[key], f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(doc, list):
+        if all(not isinstance(v, dict | list) for v in doc):
+            return [(prefix, (len(doc),))]
+        for i, item in enumerate(doc):
+            out.extend(wire_fields(item, f"{prefix}[{i}]"))
+        return out
+    return [(prefix, None)]
+
+
+class DisclosedField(_Strict):
+    """One field of the messages of a :class:`Disclosure`: its name, the distinct shapes
+    seen (None for a scalar) and how it travelled."""
+
+    name: str
+    shapes: list[tuple[int, ...]] | None
+    protection: Protection = "plain"
+
+
+class Disclosure(_Strict):
+    """What the coordinator learned from one participant through one kind of task."""
+
+    participant: Identifier
+    task_kind: str
+    reply_kind: str
+    fields: list[DisclosedField]
+    messages: int = Field(ge=0, le=MAX_WIRE_INT)
+
+
+class DisclosureLedger(_Strict):
+    """``GET /jobs/{id}/disclosures``: every kind of statistic the coordinator received in a
+    job, per participant, with plain-language notes on what it reveals."""
+
+    job_id: Identifier
+    algorithm: AnyAlgorithm
+    state: JobState
+    disclosures: list[Disclosure]
+    notes: list[str] = []
