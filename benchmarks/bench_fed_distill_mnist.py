@@ -1,28 +1,14 @@
 """Clustered federated distillation on MNIST (Yang & Tae 2023, Tables 3, 5 and 6), scaled down.
 
-Setup per configuration (n_groups G, classes per group C): G groups of 5 clients; each group
-gets a distinct random set of C digit classes (sets may overlap between groups when G·C > 10);
-every client holds 50 training images per class of its group (drawn without replacement from
-MNIST train); the public set is 500 further train images, 50 per class; each client is tested
-on MNIST test images of its group's classes (``--test-per-class`` per class). Classifier: the
-strided CNN of ``participant.deep.classifier`` (→ 100-d → linear(10)); local training ≤ 30
-epochs with early stopping (patience 3); distillation T = 0.1, Adam, batch 64, ``--epochs``
-epochs (paper 50).
-
-Printed per configuration:
-- Table 3 shape: groups found vs true, grouping ARI (adjusted Rand index vs true groups);
-- Table 5 shape: accuracy per true group for clustered / global (FedDF-style) / local-only;
-- Table 6 shape: overall accuracy (mean over clients) for the three.
-
-Local-only accuracy is the accuracy after stage 1 of the clustered run: the same seed gives
-the same local models in every mode, so no separate run is needed.
-
-Scaled to this machine (2 CPU cores): one seed, 300 test images per class, 2-10 groups. The
-default configurations 2x5, 5x2, 10x2 take about 15 minutes (10x2 alone about 9); add 2x2
-(~2 min) or 5x5 (~7 min) with ``--configs``. The 10x5 corner of the 2-10 groups x 2-5
-classes range (50 clients, ~9 min per mode) is left out to keep the run short.
+Per configuration GxC: G groups of 5 clients, each group a random set of C digit classes, 50
+training images per class per client, a public set of 500 images; the strided CNN of
+``participant.deep.classifier``; ``--epochs`` distillation epochs (paper 50). Prints per
+configuration the Table 3 shape (groups found vs true, grouping ARI), Table 5 (accuracy per
+true group: clustered / global / local-only) and Table 6 (overall accuracy).
 
 Usage: python benchmarks/bench_fed_distill_mnist.py [--configs 2x5,5x2,10x2] [--epochs 50]
+
+Design notes: ``docs/fed-distill.md`` (§ The MNIST benchmark: set-up, run times).
 """
 
 from __future__ import annotations

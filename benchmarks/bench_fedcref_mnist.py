@@ -1,56 +1,19 @@
 """FedCRef on MNIST, the shape of Nardi, Valerio & Passarella's Tables 3–4, scaled down.
 
 Paper (MNIST): ~9–10 groups found for the 10 classes, few wrong associations, mean local ACC
-rising from the initial clustering's to up to ~0.95.
-
-Set-up (the authors' own example configuration, scaled to a shared 2-core machine):
-``--clients`` clients (default 10), each holding 2..5 digit classes drawn at random from the
-10 MNIST classes, ``--per-class`` training images per class per client (default 500; the
-authors' example config uses 500–600, the paper's clients hold thousands), pixels /255.
-Initial clustering: the paper's "dirty" simulation with dirtiness d in ``--dirtiness``
-(default 0, 0.3, 0.5). Autoencoder 784-100-64-32, Adam, MSE, batch 32, early stopping
-(patience 4); ``--rounds`` FedAvg rounds per group (default 5; the paper 15) of
-``--fedavg-epochs`` epochs (default 6; the authors 2 in round 1, then 7); tau = 0.8 (paper);
-``--theta`` 0.2 (the paper's) and 0.25 (the authors' code's); at most ``--iterations``
-iterations (default 3).
-
-Why local training gets ``--local-epochs`` 60 rather than the paper's 20: the paper's 20 epochs
-over clusters of thousands of images are 1000–4000 Adam steps; over 500 images they are ~300
-and the local models are far from converged (one digit class, 500 images: training MSE 0.054
-after 20 epochs, 0.041 after 40, 0.029 after 80; measured). The federated models, which
-start from the members' models and train further, then reconstruct *other* classes about as
-well as the under-trained local models reconstruct their own (0.056 vs 0.054), and the
-refinement (Algorithm 2) hands them 5–40 % of those classes' samples: a clean start (d = 0)
-fell from ACC 1.0 to 0.92. With 60 epochs (~900 steps) it stays at ~0.97.
-
-Printed per run: groups found vs the true K (classes present in the federation) and the
-most groups possible (classes held by >= 2 clients; with seed 0 class 8 is at one client), wrong
-associations (grouped clusters whose majority class differs from their group's), isolated
-clusters, initial and final mean local ACC (Hungarian), iterations, stop reason, seconds.
+rising from the initial clustering's to up to ~0.95. Set-up: ``--clients`` clients holding
+2..5 random digit classes, ``--per-class`` images per class each, a "dirty" initial
+clustering per ``--dirtiness``; autoencoder 784-100-64-32; ``--local-epochs`` 60 (the paper
+20), ``--rounds`` FedAvg rounds of ``--fedavg-epochs`` epochs, ``--theta`` 0.2 and 0.25.
+Prints per run: groups found vs the true K and the most possible, wrong associations,
+isolated clusters, initial and final mean local ACC, iterations, stop reason, seconds.
 Uses the MNIST copy in ../shared/datasets/mnist (skips with a message if absent).
-
-Measured with the defaults (seed 0; 9 of the 10 classes are held by >= 2 clients; seconds on
-a loaded 2-core machine), and with ``--refine-with groups`` (each client offered only its own
-groups' models) beside:
-
-     d  theta  groups  wrong  isolated  ACC initial -> final  it     s   groups: g/wrong/ACC
-   0.0   0.20       7      0         9     1.000 -> 0.984      1   191   7 / 0 / 0.983
-   0.0   0.25       8      0         4     1.000 -> 0.985      1   187   8 / 0 / 0.985
-   0.3   0.20       6      0        14     0.696 -> 0.933      3   394   6 / 0 / 0.924
-   0.3   0.25       7      0         6     0.696 -> 0.953      2   392   7 / 0 / 0.953
-   0.5   0.20       3      0        22     0.507 -> 0.681      3   301   1 / 0 / 0.589
-   0.5   0.25       8      0         4     0.507 -> 0.803      3   426   7 / 3 / 0.673
-
-Still unlike the paper: fewer groups (6-8 of 9 possible); d = 0.5 recovers to 0.80 (paper
-~0.9) and needs the authors' 0.25. Other differences from the authors' code: FedAvg starts
-from the members' mean local model (theirs: a fresh model); local models are warm-started
-from the model that won the cluster (theirs: retrained from scratch each iteration, early
-stopping on the training loss); one mutual-best association per cluster and other client
-(theirs: the first found).
 
 Usage: python benchmarks/bench_fedcref_mnist.py [--clients 10] [--per-class 500]
        [--dirtiness 0 0.3 0.5] [--theta 0.2 0.25] [--local-epochs 60] [--rounds 5]
        [--fedavg-epochs 6] [--iterations 3] [--refine-with all|groups] [--seed 0]
+
+Design notes: ``docs/fedcref.md`` (§ The MNIST benchmark: why 60 epochs, measured figures).
 """
 
 from __future__ import annotations

@@ -1,43 +1,18 @@
 """Time ONE local fuzzy c-means iteration: fedclust vs scikit-fuzzy vs fuzzy-c-means.
 
 One iteration = memberships of every row to the current centers + the center update (and,
-for us, the Frobenius norm of the membership change used by the stopping rule). Timed on
-the same data: Gaussian rows, D=16, K=10, m=2, N in ``--sizes`` (default 1e5 and 1e6).
+for us, the Frobenius norm of the membership change). Gaussian rows, D=16, K=10, m=2, N in
+``--sizes``. Variants: ours (``protocol.maths.fcm._fcm_step``), the memory-bandwidth floor,
+the two BLAS products alone, ours with sums only, numpy passes, scikit-fuzzy's and
+fuzzy-c-means' loop bodies. Warmed up once, then interleaved ``--repeats`` times; medians and
+ranges, ratios theirs / ours (> 1: we are faster). ``OPENBLAS_CORETYPE`` is left as found and
+printed.
 
-- ours:          ``protocol.maths.fcm._fcm_step`` (fused block kernel; the loop body of
-                 ``protocol.maths.fcm.fcm``), on rows checked and normed once
-                 (``protocol.maths.rows``).
-- floor:         the memory-bandwidth floor: one read of the same data (``X.max()``, a
-                 contiguous pass that numpy vectorises) and one read and write
-                 (``X.copy()``): no FCM iteration can touch its N·D values faster.
-- products:      the two BLAS products of the step alone, block by block (-2C·xᵀ and
-                 u^m·x): the arithmetic floor of a BLAS-based iteration (2·N·K·D multiply-
-                 adds each). Ours / floor and ours / products are printed.
-- ours: sums only: ``protocol.maths._fuzzy.weighted_sums``, what a participant computes in a round
-                 of exact federated FCM (no membership matrix is kept: no stopping rule).
-- numpy passes:  the same block step with one numpy pass per element-wise operation (our
-                 kernel before its element-wise passes were compiled with numba).
-- scikit-fuzzy:  the body of ``cmeans``' loop: copy U, ``_cmeans0`` (centers, distances, J_m,
-                 memberships), ||U - U_prev||. Its public ``cmeans(maxiter=1)`` would add a
-                 random U init and a final partition coefficient.
-- fuzzy-c-means: the body of ``FCM.fit``'s loop: copy U, ``_update_centers``, ``_update_u``,
-                 ||U - U_prev||.
-
-Each is warmed up once; then the compared steps run interleaved (ours, floor, each
-competitor, again) ``--repeats`` times, so a disturbance by other processes on a shared
-machine hits all of them alike; median and range are printed, ratios are of medians. A
-competitor that runs out of memory (or exceeds ``--budget`` seconds for one iteration) is
-reported and skipped for larger sizes. Ratios are theirs / ours (> 1: we are faster).
-
-BLAS: the distance step uses a matrix product, so the BLAS build and thread count matter.
-Our kernel limits BLAS to one thread (its block products are small); competitors run with
-BLAS as found. ``OPENBLAS_CORETYPE`` may be set in the environment (it pins OpenBLAS's kernel
-choice on machines it misdetects); it is left as found, and printed, so figures are comparable.
-
-Set-up: pip install -e ".[bench]" && pip install --no-deps fuzzy-c-means (its metadata pins
-numpy<2, which would downgrade numpy; it runs on numpy 2).
+Set-up: pip install -e ".[bench]" && pip install --no-deps fuzzy-c-means
 
 Usage: python benchmarks/bench_local_fcm.py [--sizes 100000 1000000] [--repeats 5]
+
+Design notes: ``docs/benchmarks.md`` (§ One local FCM iteration: what each variant times).
 """
 
 from __future__ import annotations

@@ -1,36 +1,19 @@
 """End-to-end cost of protecting the sums: the same job with no protection, masking, Paillier.
 
-One run, one machine, three measurements:
-
-1. ``core``: the job through the in-process simulator (``fedclust.simulate``; every
-   participant computation and every secure-sum stage, no HTTP). ``--algorithm`` (exact
-   federated FCM by default; fedfcm and fkm run the same server procedure under every
-   protection) with a fixed number of rounds (eps = 0) on ``--rows`` rows per participant, so
-   each protection does the same clustering work; then the job's FedFuzzDB and silhouette
-   sums.
-2. ``service``: the same job through the real coordinator, counting service and participant
-   agents in one process over in-process HTTP (``fedclust.inprocess``).
-3. Paillier throughput: values per second encrypted packed (``crypto.paillier``) vs one value
-   per ciphertext (phe's ``encrypt(float)``), 2048-bit key.
-4. Wider sums (issue 20): the same job on ``--wide-rows`` rows per participant, once in small
-   units (the blobs / 16, |x| <= 1: every per-round field in one 64-bit word, the encoding
-   before wider rings) and once times 2^40 (values to ~1e13, as in natural units: two words
-   per round).
-   Both jobs do the same clustering work (FCM is scale-equivariant, eps = 0), so the ratio
-   natural/small of a protection is the cost of its wider sums; each against ``none`` too.
-   Then one masked sum alone (encode, mask, add, unmask, decode; 3 parties) of
-   ``--sum-values`` values in 1, 2 and 3 words.
-
-Ratios are against no protection (1, 2, 4), per-value Paillier (3), and one word (4). Issue 4's
-aims: masking within 1.2x of plaintext end to end, packed Paillier at least 10x per-value
-throughput; issue 20's: wider sums within 1.3x of one word on the same job.
-
-Job times are medians [ranges] of ``--repeats`` (at least 5) runs, the three protections
-interleaved (``benchmarks._timing``); Paillier throughput is one run of each encoding.
+Measures (1) ``core``: the job through the in-process simulator, fixed rounds (eps = 0) on
+``--rows`` rows per participant; (2) ``service``: the same job through the real services in
+process (``fedclust.inprocess``); (3) Paillier throughput, packed vs one value per
+ciphertext (2048-bit key); (4) wider sums: the job in small units (one 64-bit word) and
+times 2^40 (two words), then one masked sum of ``--sum-values`` values in 1, 2 and 3 words.
+Aims: masking within 1.2x of plaintext, packed Paillier >= 10x per-value throughput, wider
+sums within 1.3x of one word. Job times are medians [ranges] of ``--repeats`` (>= 5)
+interleaved runs (``benchmarks._timing``).
 
 Usage: python -m benchmarks.bench_protection [--algorithm ffcm|fedfcm|fkm] [--rows 200000]
        [--rounds 5] [--repeats 5] [--service-rows 20000] [--wide-rows 200000]
        [--sum-values 100000] [--only-wide]
+
+Design notes: ``docs/benchmarks.md`` (§ The cost of protecting the sums).
 """
 
 from __future__ import annotations

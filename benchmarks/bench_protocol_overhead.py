@@ -1,39 +1,16 @@
 """Per-round protocol overhead of the service relative to the bare core computation.
 
-One exact-sum FCM job (``ffcm``, Corcuera Bárcena et al.) at a fixed K, run two ways over
-the same participants' data:
-
-- ``core``: the in-process simulator (LocalParticipant objects, coordinator drivers, an
-  in-process counting stand-in): the bare computation;
-- ``service``: the real coordinator and counting apps in this process, reached through httpx
-  over ASGI (:mod:`fedclust.asgi`, no sockets), participant agents as threads; with
-  ``--http`` instead as separate ``fedclust ... serve`` processes (uvicorn) on loopback.
-
-With ``--http`` the coordinator's own CPU time per round (user + system, from /proc, by the
-same difference) is printed too: what the service itself costs, whatever the agents and the
-shared machine add.
-
-The reference measured in the same run, ``floor`` (:mod:`benchmarks._floor`): the web
-framework's own cost for a round of the same shape — one request per participant, from as
-many threads, with a contribution of the same size parsed by its pydantic model and a task
-of the same size returned — with no authentication, broker, journal or metrics, over the
-same transport (with ``--http`` a uvicorn process, whose CPU is printed too). ``service /
-floor`` is the ratio per repetition: how much the service's own logic adds to what any
-FastAPI service of this shape pays.
-
-A round's cost is measured by difference: a job runs ``R`` and ``2R`` rounds (``eps = 0``:
-no early stop) and per round = (T(2R) - T(R)) / R, so start-up, enrolment, the count and the
-final scoring cancel out. The service stays up; each repetition runs core 2R, core R,
-service 2R, service R, floor 2R, floor R in turn (interleaved, so a slow moment of the
-machine hits every variant), at least 5 repetitions. Printed per participant count: the
-median per-round time of each and of the overhead (service - core of the same repetition)
-with its range.
-
-Every agent fsyncs its audit log before each contribution; on one shared disk those fsyncs
-queue behind each other, unlike organisations' own machines: with ``TMPDIR=/dev/shm`` the
-federation's files (agents' state and audit logs, the coordinator's database) are on tmpfs.
+One ``ffcm`` job at a fixed K, run as ``core`` (the in-process simulator), ``service`` (the
+real coordinator and counting apps over ASGI with agents as threads; ``--http``: separate
+uvicorn processes on loopback, with the coordinator's CPU time per round) and ``floor``
+(:mod:`benchmarks._floor`: a bare FastAPI round of the same shape). Per round =
+(T(2R) − T(R)) / R, variants interleaved, at least 5 repetitions; prints medians and the
+overhead service − core with its range. ``TMPDIR=/dev/shm`` keeps the audit logs' fsyncs off
+a shared disk.
 
 Run: ``python -m benchmarks.bench_protocol_overhead [--participants 30 300] [--rows 500]``
+
+Design notes: ``docs/benchmarks.md`` (§ Per-round protocol overhead).
 """
 
 from __future__ import annotations

@@ -203,11 +203,11 @@ class Gatherer:
             answers.append(outcome)
             names.append(participant.name)
         if not answers and (last is not None or self._gone):
+            where = f"round {round_number}: " if round_number else ""
             if isinstance(last, RefusedError):
                 raise RefusedError(
-                    f"round {round_number}: every participant asked refused; last reason: {last}"
+                    f"{where}every participant asked refused; last reason: {last}"
                 )
-            where = f"round {round_number}: " if round_number else ""
             raise UnavailableError(
                 f"{where}every participant has dropped out"
                 + (f" (the last: {last})" if last is not None else "")

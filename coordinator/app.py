@@ -20,9 +20,7 @@ from typing import Any
 
 import anyio.to_thread
 import httpx
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from sqlalchemy import text
 
 from fedclust.coordinator.api import (
@@ -43,14 +41,12 @@ from fedclust.coordinator.metrics import CoordinatorMetrics
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
-from fedclust.infra.allow import method_not_allowed
-from fedclust.infra.body_limit import BodySizeLimit
-from fedclust.infra.observability import Check, add_observability
-from fedclust.protocol.wire.messages import MAX_BODY_BYTES, PROTOCOL_VERSION, HealthStatus
+from fedclust.infra.app import API_PREFIX, service_app
+from fedclust.infra.observability import Check
+from fedclust.protocol.wire.messages import HealthStatus
 
 __all__ = ["API_PREFIX", "create_app", "openapi_document"]
 
-API_PREFIX = "/api/v1"
 _WORKER_THREADS = 256
 _log = logging.getLogger("fedclust.coordinator")
 
@@ -66,12 +62,8 @@ def create_app(
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, _WORKER_THREADS)
         db = Database(settings.database_url)
-        try:
-            db.create_all()
-        except BaseException:  # a database behind the schema: close it, then refuse to start
-            db.dispose()
-            raise
-        app.state.authenticator.load(db.memberships())
+        db.create_all()  # a database behind the schema is closed, and the start refused
+        authenticator.load(db.memberships())
         broker = Broker(db, timeout=settings.task_timeout_seconds)
         counting = CountingClient(
             settings.counting_url, settings.counting_token, transport=counting_transport,
@@ -92,30 +84,23 @@ def create_app(
             counting.close()
             db.dispose()
 
-    app = FastAPI(
+    authenticator = Authenticator(settings)
+    metrics = CoordinatorMetrics(lambda: app.state.services and app.state.services.db)
+    app = service_app(
+        settings,
+        routers=(participants.router, jobs.router, tasks.router, audit.router, admin.router,
+                 participant_results.router),
+        caller=authenticator.caller, body_limits=BODY_LIMITS, public=PUBLIC_BODIES,
+        registry=metrics.registry, checks=lambda: _readiness(app),
         title="fedclust coordinator",
-        version=f"{PROTOCOL_VERSION}",
         summary="Federated cluster analysis: jobs, participants and their tasks.",
         lifespan=lifespan,
         docs_url=None,  # served by mount_ui from local assets, not a CDN
         redoc_url=None,
     )
-    app.state.authenticator = Authenticator(settings)
+    app.state.authenticator = authenticator
     app.state.services = None
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(405, method_not_allowed)
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       caller=app.state.authenticator.caller, public=PUBLIC_BODIES,
-                       uploads_in_flight=settings.uploads_in_flight)
-    for router in (participants.router, jobs.router, tasks.router, audit.router, admin.router):
-        app.include_router(router, prefix=API_PREFIX)
-    app.include_router(participant_results.router, prefix=API_PREFIX)
     mount_ui(app)
-    metrics = CoordinatorMetrics(lambda: app.state.services and app.state.services.db)
-    # After the other middleware: the request counter sees their refusals (401, 413) too.
-    add_observability(
-        app, registry=metrics.registry, checks=lambda: _readiness(app), metrics=settings.metrics
-    )
 
     @app.get(
         f"{API_PREFIX}/health",
@@ -148,16 +133,6 @@ def _not_started() -> None:
 def _ping(db: Database) -> None:
     with db.engine.connect() as connection:
         connection.execute(text("SELECT 1"))
-
-
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """422 listing where and why, without echoing the submitted values."""
-    assert isinstance(exc, RequestValidationError)
-    errors = [
-        {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e["type"])}
-        for e in exc.errors()
-    ]
-    return JSONResponse(status_code=422, content={"detail": errors})
 
 
 def openapi_document() -> dict[str, Any]:

@@ -1,29 +1,17 @@
 """The task broker: the coordinator's :class:`~coordinator.remote.TaskChannel`.
 
-A running job's hot state lives in memory (its spec, task counters, open tasks, progress);
-the database is its durable log, written through a :class:`~coordinator.journal.Journal`.
-A job's runner asks ``channel.ask(participant, spec)``; the broker gives the task the next
-id of that (job, participant) pair — counters restart at 0 whenever the runner (re)starts the
-job — and then:
+A running job's hot state lives in memory; the database is its durable log
+(:class:`~coordinator.journal.Journal`). ``ask`` gives a task the next id of its (job,
+participant) pair; a task the log already answered returns the stored reply (its spec must be
+equal), so a restarted coordinator replays the job bit for bit; otherwise the task is handed
+out and the caller waits for the contribution, a cancel, the broker closing or ``timeout``
+(then the task is withdrawn and its timeout stored like a reply). :meth:`Broker.poll` gives a
+participant its oldest open task (or registers a wake-up for the long poll),
+:meth:`Broker.submit` refuses, changing nothing, a contribution for an unknown, closed,
+timed-out or answered task or of the wrong kind or shapes, and :meth:`Broker.blob` serves the
+blobs a participant was handed.
 
-- if the job's log (read once when the run opens) holds that task with a reply, the stored
-  spec must equal the new one and the stored reply is returned without asking again: a
-  restarted coordinator replays the job's history and resumes exactly where it stopped
-  (every participant answer is exact, so the replayed computation is bit-identical);
-- otherwise the task is recorded (if new) and handed out once every reply received before
-  it is stored (one transaction per round, see :mod:`coordinator.journal`); the caller
-  waits until the participant's contribution arrives, the job is cancelled, the broker
-  closes, or ``timeout`` seconds pass. A task not answered in time is withdrawn (a late
-  answer is refused) and its timeout stored like a reply, so a replay raises it again at
-  once and the resumed job leaves the participant out exactly as the first run did.
-
-Participants fetch their oldest open task with :meth:`Broker.poll`, which registers a wake-up
-callback when there is none (the API's long poll waits on it), and answer with
-:meth:`Broker.submit`, which refuses — changing nothing — a contribution for an unknown,
-closed, timed-out or already answered task, or one whose kind or shapes do not fit the
-task. A task's large strings are stored once as blobs (:mod:`protocol.wire.blobs`); a
-participant may ask for the task with references instead and fetch each blob it was handed
-(:meth:`Broker.blob`).
+Design notes: ``docs/services.md`` (§ The task broker).
 """
 
 from __future__ import annotations

@@ -15,16 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from fedclust.coordinator._rounds import gather_required, present
-from fedclust.coordinator.secure_sum import Summation
+from fedclust.coordinator._rounds import present
+from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.core.errors import UnavailableError
 from fedclust.core.validation import FloatArray
 from fedclust.protocol.maths.center_kmeans import (
     CenterKMeansResult,
     CenterScatter,
     CenterSums,
-    add_center_scatter,
-    add_center_sums,
     center_kmeans,
 )
 from fedclust.protocol.wire import messages as msg
@@ -43,13 +41,10 @@ class FederatedCenters:
         weight_bound: float | None = None,
     ) -> None:
         self._holders = list(holders)
-        self._summation = summation
+        self._summation = summation if summation is not None else PlainSummation()
         self._weight_bound = weight_bound
 
     def center_sums(self, starts: FloatArray) -> CenterSums:
-        if self._summation is None:
-            parts = gather_required(self._holders, lambda p: p.center_sums(starts))
-            return add_center_sums(parts, starts.shape)
         task = msg.CenterSumsTask(
             centers=msg.WireArray.of(starts), weight_bound=self._weight_bound
         )
@@ -57,10 +52,6 @@ class FederatedCenters:
         return total.to_result()
 
     def center_scatter(self, starts: FloatArray) -> CenterScatter:
-        if self._summation is None:
-            return add_center_scatter(
-                gather_required(self._holders, lambda p: p.center_scatter(starts))
-            )
         task = msg.CenterScatterTask(
             centers=msg.WireArray.of(starts), weight_bound=self._weight_bound
         )

@@ -12,12 +12,20 @@ an :class:`ssl.SSLContext` from the coordinator's ``[tls]``, see :mod:`infra.tls
 from __future__ import annotations
 
 import logging
-import random
 import ssl
-import time
+from typing import NoReturn
 
 import httpx
 from pydantic import ValidationError
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_before_delay,
+    wait_exponential,
+    wait_random_exponential,
+)
 
 from fedclust.core.errors import RefusedError
 from fedclust.protocol.wire.admin import MemberToken
@@ -34,7 +42,6 @@ __all__ = ["CountingClient", "CountingError", "DecryptionRefusedError"]
 _RETRY_MAX = 10.0  # s between attempts at most
 _ADMIN_OUTAGE = 5.0  # s: an admin's request waits out a short outage only
 _UNAVAILABLE = frozenset({429, 502, 503, 504})  # busy (its uploads in flight), a proxy, a restart
-_JITTER = random.Random()  # retry delays, not secrets
 _log = logging.getLogger("fedclust.coordinator")
 
 
@@ -86,29 +93,32 @@ class CountingClient:
         self, method: str, path: str, *, json: object = None, outage: float | None = None
     ) -> httpx.Response:
         outage = self._outage if outage is None else outage
-        deadline = time.monotonic() + outage
-        delay = self._retry_delay
-        while True:
-            try:
-                response = self._client.request(method, path, json=json)
-            except httpx.TransportError as exc:
-                problem = type(exc).__name__
-            else:
-                if response.status_code not in _UNAVAILABLE:
-                    return response
-                problem = f"HTTP {response.status_code}"
-            wait = delay * _JITTER.uniform(0.5, 1.0)
-            if time.monotonic() + wait > deadline:
-                raise CountingError(
-                    f"the counting service at {self._base} cannot be reached ({problem}; "
-                    f"retried for {outage:g} s)"
-                )
+
+        def log_retry(state: RetryCallState) -> None:
             _log.warning(
                 "the counting service at %s: %s %s failed (%s); retrying in %.1f s",
-                self._base, method, path, problem, wait,
+                self._base, method, path, _problem(state), state.upcoming_sleep,
             )
-            time.sleep(wait)
-            delay = min(2 * delay, _RETRY_MAX)
+
+        def unreachable(state: RetryCallState) -> NoReturn:
+            raise CountingError(
+                f"the counting service at {self._base} cannot be reached ({_problem(state)}; "
+                f"retried for {outage:g} s)"
+            )
+
+        # Half of the doubling delay d fixed plus up to half at random, d·U(½, 1); no retry
+        # whose wait would end past the outage budget.
+        half_initial, half_max = self._retry_delay / 2, _RETRY_MAX / 2
+        retrying = Retrying(
+            stop=stop_before_delay(outage),
+            wait=wait_exponential(multiplier=half_initial, max=half_max)
+            + wait_random_exponential(multiplier=half_initial, max=half_max),
+            retry=retry_if_exception_type(httpx.TransportError)
+            | retry_if_result(lambda r: r.status_code in _UNAVAILABLE),
+            before_sleep=log_retry,
+            retry_error_callback=unreachable,
+        )
+        return retrying(self._client.request, method, path, json=json)
 
     def check_health(self) -> None:
         """Ask ``GET /health`` once (no retries: a readiness probe asks again); raise
@@ -228,6 +238,15 @@ class CountingClient:
                 f"round {decryption.round} of job {decryption.job_id!r}"
             )
         return decryption
+
+
+def _problem(state: RetryCallState) -> str:
+    """What failed in a request's last attempt: the network error's type or the HTTP status."""
+    assert state.outcome is not None
+    exc = state.outcome.exception()
+    if exc is None:
+        return f"HTTP {state.outcome.result().status_code}"
+    return type(exc).__name__
 
 
 def _detail(response: httpx.Response) -> str:

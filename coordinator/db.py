@@ -1,34 +1,15 @@
 """The coordinator's storage: participants, jobs and tasks through SQLAlchemy 2.
 
-Tables:
+Tables: ``participants``, ``jobs``, ``tasks``, ``replies``, ``blobs`` (large strings by
+SHA-256, stored once), ``invitations``, ``memberships`` and ``admin_events``; credentials are
+never stored here. :class:`Database` writes a :class:`Batch` per transaction
+(:meth:`Database.write`); :class:`JobRecord`, :class:`TaskRecord` and
+:class:`ParticipantRecord` are the plain values the rest of the service sees. Every call opens
+a short session; sqlite connections are shared across threads behind one lock. SQLite (WAL
+mode, the default) and PostgreSQL (``postgresql+psycopg://``) are tested; schema revisions are
+Alembic's (:data:`MIGRATIONS`, :mod:`infra.schema`; ``fedclust coordinator migrate``).
 
-- ``participants``: enrolment of each configured participant (schema width, allowed
-  algorithms); credentials live in the settings (or ``memberships``), never here;
-- ``jobs``: the spec (JSON), state, result document (JSON), error, progress (JSON),
-  timestamps, and the owner (the analyst who created it; NULL for jobs created before
-  owners were recorded);
-- ``tasks``: one row per (job, participant, task_id) with the task spec (JSON, its large
-  strings as references into ``blobs``);
-- ``replies``: the participant's reply (JSON) to a task, one row per answered task (kept out
-  of ``tasks``), or the reason a task timed out (:class:`TaskRecord`);
-- ``blobs``: large strings by SHA-256 (``protocol.wire.blobs``), each stored once however many
-  tasks carry it;
-- ``invitations`` (the SHA-256 of each one-time invite, its participant id, expiry and use),
-  ``memberships`` (credentials changed at run time: a joined member's token SHA-256, or NULL
-  for a revoked one; a row supersedes the config file's entry) and ``admin_events`` (the
-  admin trail): onboarding without restarts, :mod:`coordinator.api.admin`.
-
-The broker keeps running jobs in memory and writes through :meth:`Database.write`, one
-transaction per :class:`Batch`.
-
-SQLite (the embedded default, in WAL mode) and PostgreSQL (``postgresql+psycopg://``) are
-tested. The schema's revisions are Alembic's (:data:`MIGRATIONS`, :mod:`infra.schema`): an
-empty database is created at the newest one, an older one is upgraded by
-``fedclust coordinator migrate``.
-
-Rows are storage classes; :class:`JobRecord`, :class:`TaskRecord` and
-:class:`ParticipantRecord` are the plain values the rest of the service sees. Every call
-opens a short session; sqlite connections are shared across threads behind one lock.
+Design notes: ``docs/services.md`` (§ Coordinator storage: every table's contents).
 """
 
 from __future__ import annotations
@@ -49,8 +30,6 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
-    create_engine,
-    event,
     func,
     insert,
     select,
@@ -58,10 +37,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
-from sqlalchemy.pool import StaticPool
 
-from fedclust.infra.schema import Migrations, ensure_schema, migrate
-from fedclust.infra.sqlite_file import create_private_sqlite
+from fedclust.infra.database import ensure_head, open_engine
+from fedclust.infra.schema import Migrations, migrate
 from fedclust.protocol.wire.blobs import inline, references
 from fedclust.protocol.wire.messages import (
     Enrolment,
@@ -96,11 +74,6 @@ def _aware(value: datetime) -> datetime:
 
 class _Base(DeclarativeBase):
     pass
-
-
-# The schema's revisions (coordinator/migrations/versions/): a new table or column here is a
-# new revision there.
-MIGRATIONS = Migrations("fedclust.coordinator", "coordinator", "coordinator", _Base.metadata)
 
 
 class _ParticipantRow(_Base):
@@ -199,6 +172,11 @@ class _AdminEventRow(_Base):
     action: Mapped[str] = mapped_column(String(16))
     participant_id: Mapped[str] = mapped_column(String(64))
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+# The revisions of the tables above (coordinator/migrations/versions/): a new table or column
+# there is a new revision here.
+MIGRATIONS = Migrations("fedclust.coordinator", "coordinator", "coordinator", _Base.metadata)
 
 
 @dataclass(frozen=True)
@@ -365,30 +343,12 @@ def _job(row: _JobRow) -> JobRecord:
     )
 
 
-def _sqlite_wal(connection: Any, _record: Any) -> None:
-    """Write-ahead log without an fsync per commit: a crash can lose the last commits but
-    never corrupts the file, and a lost contribution is simply asked again on resume."""
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
-
-
 class Database:
-    """The repository: short transactions over one engine (any SQLAlchemy URL)."""
+    """The repository: short transactions over one engine (any SQLAlchemy URL; a SQLite file
+    in write-ahead-log mode, :func:`infra.database.make_engine`)."""
 
     def __init__(self, url: str) -> None:
-        create_private_sqlite(url)
-        kwargs: dict[str, Any] = {}
-        if url.startswith("sqlite"):
-            kwargs["connect_args"] = {"check_same_thread": False}
-            if url in ("sqlite://", "sqlite:///:memory:"):
-                kwargs["poolclass"] = StaticPool
-        else:
-            kwargs["pool_pre_ping"] = True
-        self.engine: Engine = create_engine(url, **kwargs)
-        if url.startswith("sqlite") and "poolclass" not in kwargs:
-            event.listen(self.engine, "connect", _sqlite_wal)
+        self.engine: Engine = open_engine(url, wal=True)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._lock = threading.RLock()
 
@@ -397,9 +357,9 @@ class Database:
 
         Raises:
             SchemaBehindError: the database is behind (or predates) the newest revision:
-                ``fedclust coordinator migrate`` upgrades it.
+                ``fedclust coordinator migrate`` upgrades it (its connections are closed).
         """
-        ensure_schema(self.engine, MIGRATIONS)
+        ensure_head(self.engine, MIGRATIONS)
 
     def migrate(self) -> tuple[str | None, str]:
         """Upgrade the database to the newest revision; its revision before and after."""

@@ -1,40 +1,17 @@
 """Stage 0 of every job: the participants' declared public bounds, and the checks on them.
 
-Every participant is sent the job's terms (its :class:`protocol.wire.messages.JobCreate`, which an
-agent checks against its policy and every later task of the job against:
-``participant.terms``) and answers the ``declare`` task with its
-:class:`protocol.maths.declaration.Declaration`, in the clear (the disclosure ledger lists the
-bounds as ``declared``). From then on the coordinator relies on those public bounds only, so
-whatever it refuses or derives is a function of the job and the declarations, never of a
-participant's rows. A participant that does not answer in time drops out (the job then goes
-on over those left: ``coordinator.job``; FedCRef and fed-distill jobs run their driver over
-those that declared, ``coordinator.runner``) and the bounds are those of the participants
-that declared. A refusal fails the job.
+Every participant is sent the job's terms (:class:`protocol.wire.messages.JobCreate`) and
+answers ``declare`` with its :class:`protocol.maths.declaration.Declaration`, in the clear;
+from then on the coordinator relies on those public bounds only. :func:`declare_job` gives
+the :class:`JobBounds` of the fixed-point encodings (``coordinator.secure_sum``): N = the job's
+``max_rows`` or the largest declared ``row_bound``; B = the job's ``value_bound`` or the largest
+declared one, after standardisation B_z = max_d (B_raw + |mean_d|)/scale_d; for 'fedcref'
+the job's ``value_bound`` or :data:`MODEL_PARAMETER_BOUND`. It fails the job, with one line
+naming the participant, parameter and declared value, for an override below a declaration,
+an 'ffcm' job whose declared bucket cannot guarantee N > K(F+1)/F to a participant enforcing
+that rule, or a local clustering whose K exceeds the bucket's lower edge (``rows_allow_k``).
 
-Bounds of the fixed-point encodings (``coordinator.secure_sum.field_encodings``):
-
-- N = the job's ``max_rows``, or else the largest declared ``row_bound``;
-- B = the job's ``value_bound``, or else the largest declared ``value_bound`` (raw values);
-- after federated standardisation every value is a z-score (x − mean_d)/scale_d of a raw
-  |x| <= B_raw, so |z| <= B_z = max_d (B_raw + |mean_d|)/scale_d: public given the
-  declarations and the aggregate mean and scale (``protocol.maths.standardise`` gives a constant
-  column scale 1, where the bound holds all the same). The job's ``value_bound`` then bounds
-  the standardised values and the raw moments keep B_raw;
-- 'fedcref' sums model parameters: B is the job's ``value_bound`` or
-  :data:`MODEL_PARAMETER_BOUND` (a declaration bounds data, not models).
-
-Checks, each failing the job with one line naming the participant, the job parameter and
-the declared value (all public), before any computation:
-
-- an override below what a declaration needs: ``max_rows`` under a declared ``row_bound``,
-  ``value_bound`` under a declared ``value_bound`` (a K sweep without standardisation), or
-  under B_z (with it, once mean and scale are known — before the algorithm runs);
-- 'ffcm': a participant enforcing the exact-FCM size rule whose declared bucket does not
-  guarantee N > K(F+1)/F for the job's largest K (``protocol.maths.exact_fcm``): it would refuse
-  every round, so the job fails instead of running without it;
-- a local clustering with K centers (FedFCM's local FCM, the local k-means of fkm, k-FED and
-  FedCRef, a local-only sweep) needs N >= K: a K above the declared bucket's lower edge fails
-  the job (``protocol.wire.bounds.rows_allow_k``, the rule each participant refuses such a task by).
+Design notes: ``docs/declarations.md`` (§ The coordinator's side).
 """
 
 from __future__ import annotations
@@ -46,6 +23,7 @@ from typing import Protocol
 from fedclust.coordinator._rounds import gather_present
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.exact_fcm import declared_rule_refusal, largest_allowed_k
 from fedclust.protocol.wire.bounds import (
@@ -119,6 +97,7 @@ def declare_job(
     def ask(p: DeclaringParticipant) -> Declaration:
         return p.declare(spec)
 
+    algorithm = algorithms.get(spec.algorithm)
     answers, names = gather_present(participants, ask)
     declarations = dict(zip(names, answers, strict=True))
     for name, d in declarations.items():
@@ -128,7 +107,7 @@ def declare_job(
                 f"max_rows={spec.max_rows}: raise max_rows (--max-rows) to at least "
                 f"{d.row_bound}, or leave it unset to derive it from the declarations."
             )
-        raw_values = spec.algorithm not in ("fedcref", "fed-distill") and not spec.standardise
+        raw_values = algorithm.family == "sweep" and not spec.standardise
         if raw_values and spec.value_bound is not None and spec.value_bound < d.value_bound:
             raise ValueError(
                 f"participant {name!r} declares value_bound={d.value_bound!r}, above the "
@@ -136,7 +115,7 @@ def declare_job(
                 f"to at least {d.value_bound!r}, or leave it unset to derive it from the "
                 "declarations."
             )
-        if spec.algorithm == "ffcm" and d.enforces_fcm_rule:
+        if algorithm.fcm_rule and d.enforces_fcm_rule:
             _require_fcm_rule(name, d, max(spec.ks), n_features)
         _require_rows_for_k(name, d, spec)
     return JobBounds(

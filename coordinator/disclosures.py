@@ -14,88 +14,10 @@ from collections.abc import Sequence
 from typing import Final
 
 from fedclust.coordinator.db import JobRecord, TaskRecord
+from fedclust.protocol import algorithms
 from fedclust.protocol.wire import messages as msg
 
-__all__ = ["ALGORITHM_NOTES", "PROTECTED_NOTES", "ledger"]
-
-#: What each algorithm's plaintext protocol shows the coordinator of one participant.
-ALGORITHM_NOTES: Final[dict[str, str]] = {
-    "ffcm": (
-        "ffcm (exact federated FCM): each participant's local sums Σu^m and Σu^m·x per "
-        "cluster reach the coordinator in the clear, every round."
-    ),
-    "fedfcm": (
-        "fedfcm: local FCM centers stay with the participants, but each participant's own "
-        "sums over them reach the coordinator in the clear, per k-means iteration: per global "
-        "cluster Σ local centers, their number and a 0/1 indicator, the inertia, its J_m, and "
-        "to split or swap clusters its scatter matrices and removal costs; a global cluster "
-        "holding one local center of a participant reveals that center (S_k / W_k)."
-    ),
-    "fedfcm-avg": (
-        "fedfcm-avg: each participant's local FCM centers are revealed to the coordinator in "
-        "the clear, with their membership weights Σu (which sum to the participant's row count)."
-    ),
-    "fkm": (
-        "fkm (federated k-means): local means and counts stay with the participants, but "
-        "each participant's own sums over them reach the coordinator in the clear, per "
-        "k-means iteration: per global cluster Σ count·mean, Σ count (the counts sum to its "
-        "row count) and a 0/1 indicator, the inertia, and its scatter matrices and removal "
-        "costs; a global cluster holding one local mean reveals that mean (S_k / W_k)."
-    ),
-    "kfed": "kfed: each participant's local k-means centers are revealed to the coordinator in "
-    "the clear.",
-    "fed-distill": (
-        "fed-distill (clustered federated distillation): each participant's label-count "
-        "vector on the public set is revealed to the coordinator in the clear (the grouping "
-        "needs every one), and so are its softmax probabilities on the public set."
-    ),
-    "fedcref": (
-        "fedcref (Federated Cluster-Wise Refinement): each participant's number of local "
-        "clusters, one autoencoder per local cluster (shared with the coordinator and the "
-        "other participants: the association needs them, as in the paper; a model trained "
-        "on a cluster can reveal features of its rows), its association scores, its FedAvg "
-        "contributions n·θ and n per group, and the agreement of its consecutive assignments "
-        "reach the coordinator in the clear."
-    ),
-}
-
-#: What each algorithm shows the coordinator when its sums are protected.
-PROTECTED_NOTES: Final[dict[str, str]] = {
-    "ffcm": (
-        "ffcm (exact federated FCM), protected: the coordinator learns only ΣU_c and ΣWS_c "
-        "over each round's participants, hence the global centers."
-    ),
-    "fedfcm": (
-        "fedfcm, protected: local FCM centers stay with the participants; the coordinator "
-        "learns per k-means iteration only the sums over all participants of the local "
-        "centers nearest each global center, their number, the number of participants "
-        "holding them, the inertia and the pooled J_m, and to split or swap clusters the "
-        "summed scatter matrices and removal costs."
-    ),
-    "fkm": (
-        "fkm (federated k-means), protected: local means and counts stay with the "
-        "participants; the coordinator learns per k-means iteration only the sums over all "
-        "participants of count·mean and count per global cluster, the number of "
-        "participants holding them and the inertia, and to split or swap clusters the "
-        "summed scatter matrices and removal costs."
-    ),
-    "fed-distill": (
-        "fed-distill, protected: each participant's label-count vector on the public set is "
-        "revealed to the coordinator in the clear (the grouping needs every one); its softmax "
-        "probabilities on the public set are summed masked within each group of at least 3 "
-        "members, so the coordinator learns only each such group's teacher. A group of 1 or "
-        "2 members is asked in the clear (see the result's notes and unprotected_groups)."
-    ),
-    "fedcref": (
-        "fedcref, protected: each participant's number of local clusters, its local "
-        "autoencoders (shared by design: the association needs them; a model can reveal "
-        "features of its cluster's rows), its association scores and its assignment "
-        "agreement reach the coordinator in the clear; its FedAvg contributions n·θ and n are "
-        "summed masked within each group of at least 3 participants, so the coordinator "
-        "learns only each such group's average model. A group of 2 participants is asked in "
-        "the clear (see the result's notes and unprotected_groups)."
-    ),
-}
+__all__ = ["ledger"]
 
 _PROTECTED_SUMS_NOTE: Final = (
     "Every sum-type statistic (moment sums, FCM sums, FedFuzzDB and silhouette sums, center "
@@ -237,11 +159,12 @@ def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
             )
         )
     protection = job.spec.protection
-    if protection == "none":
-        notes = [ALGORITHM_NOTES[job.spec.algorithm], _SUMS_NOTE]
+    algorithm = algorithms.get(job.spec.algorithm)
+    if protection == "none" or algorithm.protected_notes is None:
+        notes = [algorithm.plain_notes, _SUMS_NOTE]
     else:
         how = "masked (pairwise masking)" if protection == "masking" else "Paillier-encrypted"
-        notes = [PROTECTED_NOTES[job.spec.algorithm], _PROTECTED_SUMS_NOTE.format(how=how)]
+        notes = [algorithm.protected_notes, _PROTECTED_SUMS_NOTE.format(how=how)]
     notes += [note for kind, note in _KIND_NOTES.items() if kind in kinds_seen]
     notes += _cohort_notes(tasks)
     notes += _support_notes(job)

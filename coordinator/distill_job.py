@@ -153,3 +153,18 @@ def distill_result_document(
         groups=[list(g) for g in result.groups],
         unprotected_groups=[list(g) for g in result.unprotected_groups],
     )
+
+
+def procedure(
+    remotes: Sequence[RemoteParticipant],
+    spec: JobCreate,
+    *,
+    summation: Summation | None,
+    on_stage: Callable[[str], None],
+    notes: Sequence[str],
+) -> ResultDocument:
+    """The registered procedure of "fed-distill" (``protocol.algorithms.fed_distill``): the
+    job and its result document, with ``notes`` (the job's so far) and the summation's."""
+    result = run_distill_job(remotes, spec, summation=summation, on_stage=on_stage)
+    summed = [] if summation is None else summation.notes
+    return distill_result_document(result, spec, secure_notes=[*notes, *summed])

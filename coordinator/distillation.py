@@ -1,31 +1,16 @@
 """Driver of clustered federated distillation (Yang & Tae 2023, Appl. Sci. 14(1), 277).
 
-One shot, four stages (``StageRecord`` per stage):
+:func:`run_fed_distill`: one shot, four stages (a :class:`StageRecord` each): ``train_local``;
+``counts`` (mode "clustered" only: count vectors scaled and grouped by Ward clustering under
+``distance_threshold``, ``protocol.maths.distillation``); ``teachers`` (per group, the
+members' (P_l, 1) SUMMED by ``aggregate`` and T_g = ΣP_l / |g|); ``distill`` (every
+participant towards its group's teacher). Modes: "clustered" (the paper), "global" (FedDF:
+one group of all) and "local" (stage 1 only). An ``evaluate`` hook records accuracies after
+stages 1 and 4. Groups under ``MIN_PROTECTED_MEMBERS`` = 3 cannot hide a contribution and are
+listed in ``unprotected_groups`` and ``notes``. Only what the participant methods return
+reaches the coordinator; seeds come from ``seed`` and grouping is deterministic.
 
-1. ``train_local``: every participant trains its classifier on its own labelled rows;
-2. ``counts`` (mode ``"clustered"`` only): every participant reports the count vector of its
-   predictions on the public set; the coordinator min-max scales the clients × labels matrix
-   per label and groups the clients by Ward agglomerative clustering under
-   ``distance_threshold`` (``protocol.maths.distillation.scale_counts`` / ``group_clients``);
-3. ``teachers``: per group, the members' soft-prediction contributions (P_l, 1) are SUMMED by
-   ``aggregate`` (secure aggregation in the service; plain summation by default) and the
-   coordinator divides: T_g = ΣP_l / |g| (``combine_teacher``);
-4. ``distill``: every participant distils towards its group's teacher.
-
-Modes: ``"clustered"`` (the paper), ``"global"`` (FedDF-style: one group of all, one teacher
-for everyone) and ``"local"`` (stage 1 only; every participant is its own group, nothing is
-shared). With an ``evaluate`` hook the driver records each participant's accuracy after
-stage 1 (= local-only accuracy) and after stage 4, per group and overall (mean over
-participants).
-
-Protection: a group sum over fewer than ``MIN_PROTECTED_MEMBERS`` = 3 members cannot hide the
-individual contributions (with 1 member the sum IS the contribution; with 2 each member can
-subtract its own); such groups are listed in ``unprotected_groups`` and in ``notes``.
-
-Only what the participant methods return reaches the coordinator; the public set is public
-and is sent to participants. Randomness: per-participant training and distillation seeds are
-drawn from ``seed``; grouping is deterministic given the counts, so the same seed gives the
-same groups.
+Design notes: ``docs/fed-distill.md`` (§ The driver).
 """
 
 from __future__ import annotations

@@ -30,16 +30,16 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
-from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
-from fedclust.coordinator.secure_sum import Summation
+from fedclust.coordinator._rounds import RoundLog, resolve_init
+from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
+from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.core.validation import (
     check_float,
     check_fuzzifier,
     check_int,
     rng_from,
 )
-from fedclust.protocol.maths.exact_fcm import FCMSums, combine_sums
+from fedclust.protocol.maths.exact_fcm import combine_sums
 from fedclust.protocol.wire import messages as msg
 
 __all__ = ["ExactFCMParticipant", "run_exact_fcm"]
@@ -55,8 +55,8 @@ class ExactFCMParticipant(Protocol):
         """The number of columns (public schema), used to draw default initial centers."""
         ...
 
-    def fcm_sums(self, centers: ArrayLike, *, m: float) -> FCMSums:
-        """U_c and WS_c of the participant's rows for ``centers`` (Alg. 2)."""
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to a task, here ``fcm_sums``: U_c and WS_c of its rows (Alg. 2)."""
         ...
 
 
@@ -93,8 +93,8 @@ def run_exact_fcm(
         init: (K, D) initial centers; None draws them uniformly in [0, 1]^D (data must be
             scaled to [0, 1] for that to make sense).
         seed: seed or Generator for the initial centers and the participant sampling.
-        summation: sum each round's U_c and WS_c securely (participants must then answer
-            ``secure_stage``); None collects every participant's sums in the clear.
+        summation: how each round's U_c and WS_c are summed (``coordinator.secure_sum``);
+            None adds them in the clear (a :class:`PlainSummation`).
 
     Returns:
         FederatedResult with one RoundRecord per round (shift, names of the responders).
@@ -113,19 +113,13 @@ def run_exact_fcm(
     centers = resolve_init(init, k, n_features, rng)
 
     log = RoundLog(on_round)
-    gatherer = Gatherer()
+    summation = summation if summation is not None else PlainSummation()
     stop: StopReason = "max_rounds"
     for round_number in range(1, max_rounds + 1):
         sampled = [participants[i] for i in _sample(len(participants), gamma, rng)]
-        if summation is None:
-            answers, names = gatherer.gather(
-                round_number, sampled, lambda _, p: p.fcm_sums(centers, m=m)  # noqa: B023 (called at once)
-            )
-        else:
-            task = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=m)
-            total, names = summation.sum(sampled, task, msg.FcmSumsReply)
-            answers = [total.to_result()]
-        new_centers = combine_sums(answers, centers)
+        task = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=m)
+        total, names = summation.sum(sampled, task, msg.FcmSumsReply)
+        new_centers = combine_sums([total.to_result()], centers)
         shift = float(np.linalg.norm(new_centers - centers))
         centers = new_centers
         log.add(RoundRecord(round=round_number, shift=shift, responders=names))
@@ -138,6 +132,16 @@ def run_exact_fcm(
         n_rounds=len(log.records),
         stop_reason=stop,
         history=tuple(log.records),
-        notes=tuple(gatherer.notes),
         contributors=np.full(k, float(len(log.records[-1].responders))),
+    )
+
+
+def procedure(
+    participants: Sequence[ExactFCMParticipant], k: int, options: RunOptions
+) -> FederatedResult:
+    """The registered procedure of "ffcm" (``protocol.algorithms.ffcm``)."""
+    o = options
+    return run_exact_fcm(
+        participants, k, m=o.m, eps=o.eps, max_rounds=o.max_rounds, gamma=o.gamma,
+        init=o.init, seed=o.rng, on_round=o.on_round, summation=o.summation,
     )

@@ -1,29 +1,18 @@
 """The FedCRef iteration loop (Nardi, Valerio & Passarella, Algorithm 1).
 
-1. Every participant makes its initial local clustering and trains one autoencoder per local
-   cluster (``fedcref_init``), K_i of its own choosing.
-2. Each iteration:
-   a. participants whose assignment changed retrain their local models (``fedcref_train``);
-   b. every participant shares its models (``fedcref_models``) and scores each of its clusters
-      against every other participant's models (``fedcref_scores``, eq. 2);
-   c. the coordinator keeps the pairs associated in both directions and takes the connected
-      components with >= 2 clusters as groups (``protocol.maths.fedcref.find_groups``);
-   d. each group trains a shared model by FedAvg (``fedavg_rounds`` rounds, default 15): the
-      start is the size-weighted mean of the members' local models, then every round each
-      member trains the group model ``fedavg_epochs`` epochs on its rows of the group and
-      returns n·θ and n; the coordinator divides the SUMS (``aggregate``, the hook where secure
-      aggregation plugs in). A group with fewer than 3 distinct participants cannot be
-      protected by a sum; the iteration record lists such groups;
-   e. every active participant refines its assignment with its local models and the models of
-      every group (as the authors' code does; ``refine_with="groups"``: of its own groups)
-      (``fedcref_refine``, Algorithm 2) and reports the agreement of its
-      consecutive assignments; it freezes when the agreement is >= tau (default 0.8).
-3. Stop when no participant is active, when the numbers of groups and of isolated clusters
-   varied by at most 10 % over the last three iterations, or after ``max_iterations``.
+:func:`run_fedcref`: every participant makes its initial clustering and one autoencoder per
+local cluster (``fedcref_init``); each iteration then (a) retrains changed local models
+(``fedcref_train``), (b) shares models and scores clusters against the others' models
+(``fedcref_models``, ``fedcref_scores``, eq. 2), (c) keeps the symmetric associations and
+takes their connected components of >= 2 clusters as groups, (d) trains one model per group
+by FedAvg from SUMS of n·θ and n (``aggregate``, where secure aggregation plugs in; groups of
+fewer than 3 participants are listed as unprotected), (e) refines every active participant's
+assignment (``fedcref_refine``, Algorithm 2), which freezes at agreement >= tau (0.8). Stops
+when none is active, when group counts varied <= 10 % over three iterations, or after
+``max_iterations``. The driver never sees labels, rows or errors; evaluation runs only
+through the optional ``evaluate`` hook.
 
-Evaluation against true labels (mean local ACC, wrong associations) happens only through the
-optional ``evaluate`` hook the simulator passes; the driver never sees labels, rows or errors,
-only models, scores, sums and agreements.
+Design notes: ``docs/fedcref.md`` (§ The iteration loop).
 """
 
 from __future__ import annotations

@@ -204,3 +204,23 @@ def fedcref_result_document(
         ],
         stop_reason=result.stop_reason,
     )
+
+
+def procedure(
+    remotes: Sequence[RemoteParticipant],
+    spec: JobCreate,
+    *,
+    summation: Summation | None,
+    on_stage: Callable[[str], None],
+    notes: Sequence[str],
+) -> ResultDocument:
+    """The registered procedure of "fedcref" (``protocol.algorithms.fedcref``): the job,
+    each iteration reported as a stage, and its result document, with ``notes`` (the job's
+    so far) and the summation's."""
+    on_stage("fedcref iteration 1")
+    result = run_fedcref_job(
+        remotes, spec, summation=summation,
+        on_iteration=lambda it: on_stage(f"fedcref iteration {it + 1}"),
+    )
+    summed = [] if summation is None else summation.notes
+    return fedcref_result_document(result, spec, secure_notes=[*notes, *summed])

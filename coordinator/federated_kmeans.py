@@ -1,29 +1,17 @@
 """Round loops of federated k-means (Garst & Reinders 2023, Alg. 1) and of k-FED (Dennis et al.).
 
-``run_federated_kmeans``: round 1 asks every participant to seed locally (``hold_kmeans_init``:
-local k-means++ and one Lloyd step, with a distinct seed per participant); every later round
-sends the global centers and asks for the local step (``hold_kmeans_step``). Each participant
-keeps its local means and counts (clusters of >= p points), and the server's weighted k-means
-over them is :func:`protocol.maths.center_kmeans.center_kmeans`, asking only for sums over each
-participant's local means (``coordinator.center_kmeans.FederatedCenters``: plain with
-``summation=None``, masked or encrypted otherwise) — one procedure whatever the protection.
-Round 1's k-means is seeded from sums alone (splits, swaps and perturbations drawn from the
-run's seed), every later round's starts from the previous global centers.
+``run_federated_kmeans``: round 1 asks every participant to seed locally
+(``hold_kmeans_init``, a distinct seed each), later rounds send the global centers and ask for
+the local step (``hold_kmeans_step``); the server's weighted k-means over the held local means
+is :func:`protocol.maths.center_kmeans.center_kmeans`, asking only for sums
+(``coordinator.center_kmeans.FederatedCenters``: plain with ``summation=None``, masked or
+encrypted otherwise), seeded from sums in round 1 and warm-started after. It stops when the
+matched global centers move less than ``eps`` (Frobenius norm), after ``max_rounds``, or with
+"empty_clusters" when the local means cannot fill K clusters.
+``run_kfed``: one round of local k-means centers (``kfed_centers``, k_local = k by default)
+and the k-FED server step. Only what the participant methods return reaches the coordinator.
 
-Choices beside the paper: the authors' server restarts k-means++ (10 restarts) every round,
-which is a source of the variance they report and needs the local means themselves; ours
-needs only sums and is warm-started. Stopping: the authors run a fixed number of rounds; we stop
-when the global centers move less than ``eps`` in Frobenius norm (after matching them to the
-previous centers, ``protocol.maths.federated_kmeans.match_centers``, since a refilled empty cluster
-changes the order) or after ``max_rounds``. If the local means cannot fill K clusters the run
-stops ("empty_clusters") with the centers that have support.
-
-``run_kfed``: one round; every participant sends its local k-means centers
-(``kfed_centers``), the coordinator runs the k-FED server step. The default k_local = k lets
-every participant represent every cluster it may hold (Dennis et al. require k' <= k) and
-guarantees k_local · participants >= k.
-
-Only what the participant methods return reaches the coordinator.
+Design notes: ``docs/center-kmeans.md`` (§ Round loops of federated k-means and k-FED).
 """
 
 from __future__ import annotations
@@ -35,7 +23,7 @@ import numpy as np
 
 from fedclust.coordinator._rounds import Gatherer, RoundLog
 from fedclust.coordinator.center_kmeans import center_kmeans_of
-from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
+from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
 from fedclust.protocol.maths.federated_kmeans import match_order
@@ -193,3 +181,22 @@ def run_kfed(
         tuple(log.records),
         (f"k-FED with k_local={k_local}", *gatherer.notes),
     )
+
+
+def procedure(
+    participants: Sequence[FKMParticipant], k: int, options: RunOptions
+) -> FederatedResult:
+    """The registered procedure of "fkm" (``protocol.algorithms.fkm``)."""
+    o = options
+    return run_federated_kmeans(
+        participants, k, max_rounds=o.max_rounds, eps=o.eps, seed=o.rng, on_round=o.on_round,
+        summation=o.summation,
+    )
+
+
+def procedure_kfed(
+    participants: Sequence[KFedParticipant], k: int, options: RunOptions
+) -> FederatedResult:
+    """The registered procedure of "kfed" (``protocol.algorithms.kfed``): one shot, in the
+    clear by design."""
+    return run_kfed(participants, k, seed=options.rng, on_round=options.on_round)

@@ -1,43 +1,17 @@
 """Driver of FedFCM (Stallmann & Wilbik 2022, §2.2.1): local FCM to convergence, then combine.
 
-Each round the coordinator broadcasts the global centers; every participant runs a complete
-local FCM from them (``protocol.maths.fedfcm.participant_local_fcm``) and returns its local centers,
-their supports and J_m of the broadcast centers on its rows. The coordinator combines the
-local centers by k-means averaging (``aggregation="kmeans"``, the paper's method) or by
-support-weighted federated averaging per cluster index (``"average"``, the paper's baseline).
+:func:`run_fedfcm`: each round broadcasts the global centers; every participant runs a complete
+local FCM from them (``protocol.maths.fedfcm.participant_local_fcm``) and the coordinator
+combines the local centers by k-means averaging (``aggregation="kmeans"``, the paper's method:
+:func:`protocol.maths.center_kmeans.center_kmeans` over sums of the held centers, any
+protection) or support-weighted averaging per cluster index (``"average"``, the paper's
+baseline). Without ``init`` the centers start uniform in [0, 1]^D, which presumes scaled data.
+Stops ("converged") when Σ_k ||c_k^t − c_k^{t−1}|| < ``eps``, at ``max_rounds``, with
+"empty_clusters", or ("cycle", not in the paper) when the states repeat with a period P >= 2,
+keeping the cycle's state of lowest pooled J_m = Σ_l J_m(X_l; C). A participant that refuses
+is left out of that round and named in ``notes``; if all refuse, the run ends with that error.
 
-k-means averaging keeps the local centers at the participants (``hold_local_fcm``): the
-k-means over them is :func:`protocol.maths.center_kmeans.center_kmeans`, which asks only for sums
-over each participant's local centers (``coordinator.center_kmeans.FederatedCenters``), in
-the clear with ``summation=None`` and masked or encrypted otherwise; one procedure, so every
-protection gives the same centers up to the fixed-point rounding. The first round seeds the
-k-means from sums alone (splits, swaps and perturbations drawn from the run's seed; the
-authors seed with k-means++, which needs the points themselves), every later round
-starts from the previous global centers, so cluster k keeps its identity from round to
-round. The pooled J_m for the cycle guard arrives summed with the center sums. If the local
-centers cannot fill K clusters the run stops ("empty_clusters") with the centers that have
-support.
-
-Initial centers: without ``init`` they are drawn uniformly in [0, 1]^D as the authors do, which
-presumes data scaled to [0, 1]; callers should scale or standardise first (federated
-standardisation) or pass ``init``.
-
-Stopping: Σ_k ||c_k^t - c_k^{t-1}|| < ``eps`` ("converged") or ``max_rounds`` ("max_rounds").
-The authors stop at ||C_t - C_{t-1}||_F < 1e-4 within 1000 rounds.
-
-Cycle guard (not in the paper): the authors' code can loop forever between states, e.g. when a
-participant's local FCM alternates between two local optima the global move repeats the same
-value for all rounds. After each round the driver looks for a period P >= 2 such that each of
-the last P states equals the state P rounds before it within Σ_k ||c_k - c'_k|| < eps (an exact
-repeat when eps = 0): one full period repeated. Since the rounds are a deterministic map of
-the broadcast state, the run would repeat that period for ever, so it stops ("cycle") with the
-state of the cycle that has the lowest pooled FCM objective J_m = Σ_l J_m(X_l; C), computed
-from the scalars the participants send (each participant's J_m of the centers it received).
-This is the quantity central FCM minimises, so the kept state is the best of the cycle by the
-clustering's own criterion. A note in ``FederatedResult.notes`` says so.
-
-A participant that refuses (``RefusedError``) is left out of that round and named in
-``notes``; a round in which every participant refuses ends the run with that error.
+Design notes: ``docs/fcm.md`` (§ The FedFCM driver: the cycle guard, the authors' choices).
 """
 
 from __future__ import annotations
@@ -50,7 +24,7 @@ from numpy.typing import ArrayLike
 
 from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
 from fedclust.coordinator.center_kmeans import center_kmeans_of
-from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
+from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.validation import (
     FloatArray,
@@ -152,7 +126,7 @@ def run_fedfcm(
             f"The 'aggregation' parameter of {owner} must be 'kmeans' or 'average'. "
             f"Got {aggregation!r} instead."
         )
-    if summation is not None and aggregation != "kmeans":
+    if summation is not None and summation.protected and aggregation != "kmeans":
         raise ValueError(
             "federated averaging sends every local center by design; only k-means averaging "
             "runs with protected sums."
@@ -252,4 +226,29 @@ def run_fedfcm(
         history=tuple(log.records),
         notes=tuple(notes),
         contributors=support[-1],
+    )
+
+
+def procedure_kmeans(
+    participants: Sequence[FedFCMParticipant], k: int, options: RunOptions
+) -> FederatedResult:
+    """The registered procedure of "fedfcm" (``protocol.algorithms.fedfcm``)."""
+    return _procedure(participants, k, options, "kmeans")
+
+
+def procedure_average(
+    participants: Sequence[FedFCMParticipant], k: int, options: RunOptions
+) -> FederatedResult:
+    """The registered procedure of "fedfcm-avg" (``protocol.algorithms.fedfcm``)."""
+    return _procedure(participants, k, options, "average")
+
+
+def _procedure(
+    participants: Sequence[FedFCMParticipant], k: int, options: RunOptions,
+    aggregation: Aggregation,
+) -> FederatedResult:
+    o = options
+    return run_fedfcm(
+        participants, k, aggregation=aggregation, m=o.m, eps=o.eps, max_rounds=o.max_rounds,
+        init=o.init, seed=o.rng, on_round=o.on_round, summation=o.summation,
     )

@@ -35,17 +35,17 @@ from fedclust.coordinator._rounds import (
     dropout_note,
     dropped,
     gather_present,
-    gather_required,
     present,
     require_cohort,
 )
 from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.result import ProgressCallback
-from fedclust.coordinator.secure_sum import JobSummation
+from fedclust.coordinator.secure_sum import JobSummation, PlainSummation, Summation
 from fedclust.coordinator.standardise import PresentRows, standardise_federation
 from fedclust.coordinator.sweep import SweepResult, run_sweep
 from fedclust.core.errors import UnavailableError
 from fedclust.core.validation import FloatArray
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths import choose_k, validity
 from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.messages import JobCreate, ResultDocument, SweepEntryDocument
@@ -100,15 +100,18 @@ def run_job(
         RefusedError: among others, fewer than the minimum left after dropouts.
     """
 
-    if spec.algorithm == "fed-distill":
-        raise ValueError("a 'fed-distill' job runs with coordinator.distill_job.run_distill_job.")
-    if spec.algorithm == "fedcref":
-        raise ValueError("a 'fedcref' job runs with coordinator.fedcref_job.run_fedcref_job.")
+    algorithm = algorithms.get(spec.algorithm)
+    if algorithm.family != "sweep":
+        raise ValueError(
+            f"a {spec.algorithm!r} job runs with its registered procedure "
+            f"({algorithm.procedure_path}), not run_job."
+        )
     if (summation is None) != (spec.protection == "none"):
         raise ValueError(
             f"a job with protection {spec.protection!r} needs "
             f"{'no' if spec.protection == 'none' else 'a'} summation."
         )
+    sums: Summation = PlainSummation() if summation is None else summation
 
     def stage(name: str) -> None:
         if on_progress is not None:
@@ -136,7 +139,7 @@ def run_job(
     gather_present(participants, lambda p: p.report_count())
     left_out("at the count")
     rows = PresentRows(
-        participants, total_count, value_bound=bounds.value_bound, summation=summation
+        participants, total_count, value_bound=bounds.value_bound, summation=sums
     )
     if len(present(participants)) == len(participants):
         rows()  # the counting service's total, released now that everyone has reported
@@ -145,7 +148,7 @@ def run_job(
     mean = scale = None
     if spec.standardise:
         stage("standardising")
-        mean, scale = standardise_federation(participants, rows, summation=summation)
+        mean, scale = standardise_federation(participants, rows, summation=sums)
         left_out("during standardisation")
         z_bound = rows.value_bound = bounds.standardised(mean, scale)
         if summation is not None:
@@ -166,23 +169,19 @@ def run_job(
         spec.algorithm, participants, spec.ks, total_count=rows,
         seed=sweep_stream, m=spec.m, eps=spec.eps,
         max_rounds=spec.max_rounds, gamma=spec.gamma, on_progress=on_progress,
-        summation=summation,
+        summation=sums,
     )
     stage("silhouette")
     live, n_rows = _scored(participants, sweep, rows)
     silhouette = []
     for entry in sweep.entries:
         centers = entry.result.centers
-        if summation is None:
-            sums = gather_required(live, lambda p: p.silhouette_sums(centers))  # noqa: B023
-        else:
-            task = msg.SilhouetteSumsTask(centers=msg.WireArray.of(centers))
-            total, _ = summation.sum(live, task, msg.SilhouetteSumsReply, required=True)
-            sums = [total.to_result()]
-        silhouette.append(validity.combine_silhouette(sums, n_rows))
+        task = msg.SilhouetteSumsTask(centers=msg.WireArray.of(centers))
+        total, _ = sums.sum(live, task, msg.SilhouetteSumsReply, required=True)
+        silhouette.append(validity.combine_silhouette([total.to_result()], n_rows))
     return JobOutcome(
         sweep=sweep, silhouette=tuple(silhouette), local_k=local_k, mean=mean, scale=scale,
-        secure_notes=tuple(summation.notes) if summation is not None else (),
+        secure_notes=tuple(sums.notes),
         notes=(*notes, *rows.notes),
     )
 

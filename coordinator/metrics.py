@@ -124,6 +124,7 @@ class ObservedSummation:
         self._protection = protection
         self.notes = inner.notes  # the same list: the inner summation appends to it
         self.cohorts = inner.cohorts
+        self.protected = inner.protected
 
     def set_bounds(self, *, max_rows: int, value_bound: float) -> None:
         self._inner.set_bounds(max_rows=max_rows, value_bound=value_bound)

@@ -20,12 +20,8 @@ from numpy.typing import ArrayLike
 
 from fedclust.core.errors import ProtocolError, UnavailableError
 from fedclust.core.validation import FloatArray
-from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
 from fedclust.protocol.maths.declaration import Declaration
-from fedclust.protocol.maths.exact_fcm import FCMSums
 from fedclust.protocol.maths.fedfcm import LocalCenters
-from fedclust.protocol.maths.standardise import MomentSums
-from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
 from fedclust.protocol.wire import messages as msg
 
 R = TypeVar("R")
@@ -73,12 +69,17 @@ class RemoteParticipant:
         another kind ProtocolError)."""
         return self._ask(spec, expected)
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
-        """One stage of a secure sum (``coordinator.secure_sum``); a refusal raises."""
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to one task, whatever its kind (a plain sum's statistic, a stage of a
+        secure sum); a refusal raises RefusedError, silence UnavailableError."""
         reply = self._send(spec)
         if isinstance(reply, msg.RefusalReply):
             raise reply.error(self.name)
         return reply
+
+    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
+        """One stage of a secure sum (``coordinator.secure_sum``); a refusal raises."""
+        return self.answer(spec)
 
     def declare(self, terms: msg.JobCreate) -> Declaration:
         """The participant's declared bounds for the job of ``terms`` (sent with them)."""
@@ -87,19 +88,11 @@ class RemoteParticipant:
     def report_count(self) -> None:
         self._ask(msg.ReportCountTask(), msg.AckReply)
 
-    def moment_sums(self, shift: ArrayLike | None = None) -> MomentSums:
-        wire = None if shift is None else msg.WireArray.of(shift)
-        return self._ask(msg.MomentSumsTask(shift=wire), msg.MomentSumsReply).to_result()
-
     def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None:
         spec = msg.ApplyStandardisationTask(
             mean=msg.WireArray.of(mean), scale=msg.WireArray.of(scale)
         )
         self._ask(spec, msg.AckReply)
-
-    def fcm_sums(self, centers: ArrayLike, *, m: float) -> FCMSums:
-        spec = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=m)
-        return self._ask(spec, msg.FcmSumsReply).to_result()
 
     def local_fcm(
         self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
@@ -108,14 +101,6 @@ class RemoteParticipant:
             centers=msg.WireArray.of(centers), m=m, tol=tol, max_iter=max_iter
         )
         return self._ask(spec, msg.LocalFcmReply).to_result()
-
-    def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> FuzzyDBSums:
-        spec = msg.FuzzyDbSumsTask(centers=msg.WireArray.of(centers), m=m, q=q)
-        return self._ask(spec, msg.FuzzyDbSumsReply).to_result()
-
-    def silhouette_sums(self, centers: ArrayLike) -> SilhouetteSums:
-        spec = msg.SilhouetteSumsTask(centers=msg.WireArray.of(centers))
-        return self._ask(spec, msg.SilhouetteSumsReply).to_result()
 
     def local_k(self, k_min: int, k_max: int, *, m: float, seed: int | None) -> int:
         spec = msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed)
@@ -132,14 +117,6 @@ class RemoteParticipant:
 
     def hold_kmeans_step(self, centers: ArrayLike) -> None:
         self._ask(msg.HoldKmeansStepTask(centers=msg.WireArray.of(centers)), msg.AckReply)
-
-    def center_sums(self, centers: ArrayLike) -> CenterSums:
-        spec = msg.CenterSumsTask(centers=msg.WireArray.of(centers))
-        return self._ask(spec, msg.CenterSumsReply).to_result()
-
-    def center_scatter(self, centers: ArrayLike) -> CenterScatter:
-        spec = msg.CenterScatterTask(centers=msg.WireArray.of(centers))
-        return self._ask(spec, msg.CenterScatterReply).to_result()
 
     def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
         spec = msg.KfedCentersTask(k_local=k_local, seed=seed)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from fedclust.coordinator.secure_sum import Summation
 
 StopReason = Literal["converged", "max_rounds", "cycle", "one_shot", "empty_clusters"]
 
@@ -49,6 +52,23 @@ class FederatedResult:
     @property
     def converged(self) -> bool:
         return self.stop_reason in ("converged", "one_shot")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the sweep hands a sweep algorithm's procedure for one run of one K
+    (``protocol.algorithms``): the run's random stream, the job's FCM and stopping
+    parameters, the fuzzy algorithms' initial centers (None: the drivers' default), the
+    round observer and the summation every sum goes through."""
+
+    rng: np.random.Generator
+    summation: Summation
+    m: float = 2.0
+    eps: float = 1e-3
+    max_rounds: int = 100
+    gamma: float = 1.0
+    init: NDArray[np.float64] | None = None
+    on_round: Callable[[RoundRecord], None] | None = None
 
 
 #: Observer of a running job: (stage, current K or None, the round just finished or None).

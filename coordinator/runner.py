@@ -26,8 +26,6 @@ from fedclust.coordinator.broker import (
 from fedclust.coordinator.counting_client import CountingClient, CountingError
 from fedclust.coordinator.db import Database
 from fedclust.coordinator.declarations import declare_job
-from fedclust.coordinator.distill_job import distill_result_document, run_distill_job
-from fedclust.coordinator.fedcref_job import fedcref_result_document, run_fedcref_job
 from fedclust.coordinator.job import result_document, run_job
 from fedclust.coordinator.metrics import CoordinatorMetrics, ObservedChannel, ObservedSummation
 from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
@@ -36,6 +34,7 @@ from fedclust.coordinator.result import RoundRecord
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.masking import IntegrityError
+from fedclust.protocol import algorithms
 from fedclust.protocol.wire.messages import JobCreate, ResultDocument
 
 __all__ = ["JobRunner"]
@@ -128,9 +127,9 @@ class JobRunner:
             summation = self._summation(job_id, spec)
             if summation is not None and self._metrics is not None:
                 summation = ObservedSummation(summation, self._metrics, spec.protection)
-            secure_notes = [] if summation is None else summation.notes
             declared, left_out = remotes, []
-            if spec.algorithm in ("fedcref", "fed-distill"):  # run_job declares the others
+            algorithm = algorithms.get(spec.algorithm)
+            if algorithm.family == "model":  # run_job declares the sweep algorithms
                 on_progress("declaring", None, None)
                 bounds = declare_job(remotes, spec, n_features=job.n_features)
                 if summation is not None:
@@ -141,24 +140,10 @@ class JobRunner:
                     dropout_note(p.name, "at the declaration", p.dropped)
                     for p in remotes if p.dropped is not None
                 ]
-            if spec.algorithm == "fedcref":
-                on_progress("fedcref iteration 1", None, None)
-                fedcref = run_fedcref_job(
-                    declared, spec, summation=summation,
-                    on_iteration=lambda it: on_progress(
-                        f"fedcref iteration {it + 1}", None, None
-                    ),
-                )
-                document = fedcref_result_document(
-                    fedcref, spec, secure_notes=[*left_out, *secure_notes]
-                )
-            elif spec.algorithm == "fed-distill":
-                result = run_distill_job(
+                document = algorithm.procedure()(
                     declared, spec, summation=summation,
                     on_stage=lambda stage: on_progress(stage, None, None),
-                )
-                document = distill_result_document(
-                    result, spec, secure_notes=[*left_out, *secure_notes]
+                    notes=left_out,
                 )
             else:
                 outcome = run_job(

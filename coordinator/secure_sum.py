@@ -1,52 +1,18 @@
 """Secure sums for the round drivers: the coordinator learns Σ over participants, never a term.
 
-A driver that needs a sum-type statistic (``protocol.wire.messages.SumTaskSpec``) hands the
-request to a :class:`Summation`. :class:`MaskedSummation` runs SecAgg+ masking (``crypto.masking``:
-a key setup per job, then two stages per sum) as tasks to the participants and returns
-the decoded aggregate in the plain reply model of that statistic, so the drivers combine it
-with the same ``protocol.combine_*`` functions as a list of plain replies.
+A driver hands a sum-type statistic (``protocol.wire.messages.SumTaskSpec``) to a
+:class:`Summation`; :class:`MaskedSummation` runs SecAgg+ masking (``crypto.masking``) as
+tasks and returns the decoded aggregate in the statistic's plain reply model, for the same
+``protocol.combine_*`` functions. Every field is encoded (``crypto.fixedpoint``) under a bound
+from the job's N (``max_rows``) and B (``value_bound``; ``coordinator.declarations``), with
+f = 40 fractional bits and the fewest 64-bit words w with n·bound·2^40 <= 2^(64w − 3); a bound
+beyond 16 words is refused. A decoded sum is within n·2^-41 of the exact sum.
 
-Encoding (``crypto.fixedpoint``): every summed field is declared with a bound derived from
-the job's ``max_rows`` N and ``value_bound`` B (|x| <= B for every value the algorithm sees;
-both derived from the participants' declared bounds unless the job overrides them,
-``coordinator.declarations``), the scale 2^f with f = 40 fractional bits, and a ring of w
-64-bit words, the fewest with n·bound·2^40 <= 2^(64w − 3) for a cohort of n, so the aggregate
-can never overflow. A field with n·bound <= 2^21 takes one word, as every field did before
-wider rings; data in natural units take more (values to 1e12, 10^7 rows, 1,000 participants:
-Σx² is bounded by ~2^116, three words), and a bound beyond 16 words (n·bound > 2^981) is
-refused.
+Dropouts of the masked-input stage are left out (the exact sum of the survivors), or fail the
+sum with ``required=True``; too few survivors, a disconnected survivor graph, missing seed
+shares or a silent survivor with a dropped neighbour raise ProtocolError.
 
-Precision guarantee: whatever the magnitudes, each decoded sum is within n·2^-41 of the
-exact sum of the participants' float64 contributions, then correctly rounded to float64 —
-below float64's own rounding of the sum (relative 2^-53) once |sum| >= n·2^12. A center
-coordinate c = W/U (a weighted sum over the summed weights) so moves by at most
-n·2^-41·(1 + |c|)/U: relative to U, not absolutely. Where U counts rows (k-means counts,
-U >= 1) that is below 5e-10·(1 + |c|) for n = 1,000; FCM's U = Σu^m can be far smaller for
-a cluster few rows belong to, and a U below about n·2^-40 decodes to 0 (the previous center
-is kept, as for an empty cluster). Bounds per
-field (D features, q of FedFuzzDB, distances at most 3B·√D since every center lies within the
-data's box, the initial ones within mean ± √3·std):
-
-=================  ===============================================================
-moment_sums        sum N·2B, sum_sq N·4B²  (shifted by a public point in the box)
-fcm_sums           u_sum N, weighted_sum N·B
-fuzzy_db_sums      spread N·(3B√D)^q, membership N
-silhouette_sums    total N
-center_sums        sums W·B, weights W, inertia W·(3B√D)², contributors 1, objective
-                   N·(3B√D)²; W = the task's weight_bound (FedFCM: K local centers of
-                   weight 1) or N
-center_scatter     scatter and removal W·(3B√D)²
-distill_soft       soft_sum 1 (each value a probability), members 1 (one per member)
-fedcref_fedavg     weighted_params N·B (n·θ, |θ| <= B per model parameter), rows N
-=================  ===============================================================
-
-Dropouts: a participant that refuses or does not answer the masked-input stage is a
-dropout; its surviving neighbours reveal that sum's pair keys with it, the survivors' seed
-shares remove their self-masks, and the aggregate is the exact sum of the survivors' inputs.
-With ``required=True`` (statistics that are wrong without everyone: moments, validity) a
-dropout fails the sum instead. Survivors below the minimum cohort, a disconnected survivor
-graph, fewer than t seed shares of a survivor, or a silent survivor with a dropped
-neighbour fail the sum with a ProtocolError saying why.
+Design notes: ``docs/secure-sums.md`` (§ The coordinator's secure sums: bounds per field).
 """
 
 from __future__ import annotations
@@ -62,7 +28,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from fedclust.coordinator._rounds import ReleasedCohorts, dropped
+from fedclust.coordinator._rounds import Gatherer, ReleasedCohorts, dropped
 from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.fixedpoint import MAX_WORDS, WORD_BITS, Statistic, decode
 from fedclust.crypto.graph import GraphParameters, graph_parameters
@@ -79,7 +45,8 @@ from fedclust.protocol.wire.secure import (
 )
 
 __all__ = [
-    "CohortSums", "JobSummation", "MaskedSummation", "SecureParticipant", "Summation",
+    "CohortSums", "JobSummation", "MaskedSummation", "PlainParticipant", "PlainSummation",
+    "SecureParticipant", "Summation",
     "field_encodings", "total_reply",
 ]
 
@@ -102,10 +69,21 @@ class SecureParticipant(Protocol):
 
 
 class Summation(Protocol):
-    """How a driver sums one statistic over participants without seeing the terms."""
+    """How a driver sums one statistic over participants: in the clear
+    (:class:`PlainSummation`), masked (:class:`MaskedSummation`) or Paillier-encrypted
+    (``coordinator.paillier_sum.PaillierSummation``); the drivers sum one way whatever the
+    protection. ``notes`` say who was left out of which sum; ``cohorts`` are the cohorts a
+    protected summation released statistics over (None in the clear: nothing to guard)."""
 
     notes: list[str]
-    cohorts: ReleasedCohorts
+
+    @property
+    def protected(self) -> bool:
+        """Whether the coordinator sees only aggregates (masked or encrypted sums)."""
+        ...
+
+    @property
+    def cohorts(self) -> ReleasedCohorts | None: ...
 
     def sum(
         self,
@@ -117,10 +95,76 @@ class Summation(Protocol):
     ) -> tuple[R, tuple[str, ...]]:
         """The aggregate reply and the names of the participants it sums.
 
-        Each participant must be a :class:`SecureParticipant`; the drivers' own participant
-        protocols do not list ``secure_stage``, so this accepts any.
+        Each participant must be a :class:`SecureParticipant` (a :class:`PlainParticipant`
+        in the clear); the drivers' own participant protocols do not list them, so this
+        accepts any.
         """
         ...
+
+
+class PlainParticipant(Protocol):
+    """A participant as a plain sum sees it: it answers a statistic's task with its reply
+    (``participant.local.LocalParticipant.answer``, ``RemoteParticipant.answer``)."""
+
+    name: str
+
+    @property
+    def n_features(self) -> int: ...
+
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply; raise RefusedError on a refusal, UnavailableError on silence."""
+        ...
+
+
+class PlainSummation:
+    """Protection "none": each participant's statistic reaches the coordinator in the clear
+    and is added here, in the participants' order.
+
+    Not ``required``: a participant that does not answer drops out (left out of this and
+    every later sum), one that refuses is left out of this sum, each noted once; a sum that
+    nobody answers fails. ``required``: any refusal or dropout fails the sum
+    (:class:`~coordinator._rounds.Gatherer`, whose messages these are).
+    """
+
+    protected = False
+    cohorts: ReleasedCohorts | None = None
+
+    def __init__(self) -> None:
+        self._gatherer = Gatherer()
+        self.notes: list[str] = self._gatherer.notes
+
+    def sum(
+        self,
+        participants: Sequence[Any],
+        statistic: msg.SumTaskSpec,
+        reply_type: type[R],
+        *,
+        required: bool = False,
+    ) -> tuple[R, tuple[str, ...]]:
+        """The sum of the answers of ``participants`` and who gave them."""
+        gatherer = Gatherer() if required else self._gatherer
+        replies, names = gatherer.gather(
+            0, participants, lambda _, p: _plain_answer(p, statistic, reply_type),
+            required=required,
+        )
+        total: dict[str, NDArray[np.float64]] = {}
+        for reply in replies:
+            for name, value in msg.summands(reply).items():
+                total[name] = total[name] + value if name in total else value
+        n_features = participants[0].n_features
+        return total_reply(statistic, total, n_features, reply_type), names
+
+
+def _plain_answer(
+    p: PlainParticipant, statistic: msg.SumTaskSpec, reply_type: type[R]
+) -> msg.Reply:
+    reply = p.answer(statistic)
+    if not isinstance(reply, reply_type):
+        raise ProtocolError(
+            f"participant {p.name!r} answered a {statistic.kind!r} task with a "
+            f"{reply.kind!r} reply."
+        )
+    return reply
 
 
 class JobSummation(Summation, Protocol):
@@ -191,6 +235,8 @@ class CohortSums:
     whose answers take network round trips); False asks them one after another, which is
     faster for in-process participants (the simulator: nothing to wait on, one GIL).
     """
+
+    protected = True
 
     def __init__(
         self,

@@ -1,55 +1,31 @@
 """The coordinator service's configuration (``coordinator.toml``).
 
-Credentials are stored only as the SHA-256 hex of each bearer token
-(:func:`token_sha256`); the one secret kept in clear is the token the coordinator presents
-to the counting service. Empty tokens and malformed hashes are refused when the file is read.
+Tables: ``[coordinator]`` (host, port, database_url, counting_url, counting_token,
+task_timeout_seconds, metrics, uploads_in_flight), ``[[analysts]]`` (name, token_sha256,
+role "analyst" or "admin"), ``[[participants]]`` (id, token_sha256) and the optional ``[tls]``
+(:mod:`fedclust.infra.tls`). :class:`CoordinatorSettings` is the parsed file.
 
-Example::
+Contracts: credentials are stored only as the SHA-256 hex of each bearer token
+(:func:`crypto.tokens.token_sha256`); the one secret kept in clear is the token presented to
+the counting service; empty tokens and malformed hashes are refused when the file is read.
+:meth:`CoordinatorSettings.load` lays the environment over the file, or reads it alone
+(:mod:`fedclust.infra.config_env`).
 
-    [coordinator]
-    host = "127.0.0.1"
-    port = 8700
-    database_url = "sqlite:///coordinator.db"   # relative sqlite paths: beside this file
-    counting_url = "http://127.0.0.1:8701"
-    counting_token = "..."
-    task_timeout_seconds = 600
-    metrics = false                             # true: serve GET /metrics (no token)
-    uploads_in_flight = 2                       # large bodies (over 1 MiB) one caller may
-                                                # send at once; more get 429
-
-    [[analysts]]
-    name = "alice"                              # under mutual TLS: its certificate's name
-    token_sha256 = "<64 hex digits>"
-    role = "admin"                              # optional: "analyst" (default) or "admin"
-
-    [[participants]]
-    id = "hospital-a"
-    token_sha256 = "<64 hex digits>"
-
-    [tls]                                       # optional: HTTPS, see fedclust.infra.tls
-    certificate = "pki/coordinator.pem"         # served, and shown to the counting service
-    key = "pki/coordinator-key.pem"
-    ca = "pki/ca.pem"                           # verifies the counting service
-    client_ca = "pki/ca.pem"                    # optional: mutual TLS for every client
-
-:meth:`CoordinatorSettings.load` lays the environment over the file (or reads it alone):
-``FEDCLUST_COORDINATOR__COUNTING_TOKEN``, ``FEDCLUST_COORDINATOR__COUNTING_TOKEN_FILE``,
-``FEDCLUST_ANALYSTS`` and ``FEDCLUST_PARTICIPANTS`` (JSON arrays), ``FEDCLUST_TLS__KEY``, ...;
-see :mod:`fedclust.infra.config_env`.
+Design notes: ``docs/services.md`` (§ Coordinator settings: an annotated example).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from fedclust.crypto.tokens import check_sha256_hex
+from fedclust.infra.auth import ParticipantCredential
 from fedclust.infra.body_limit import UPLOADS_IN_FLIGHT
-from fedclust.infra.config_env import EnvSchema, tls_schema
 from fedclust.infra.config_toml import resolve_sqlite_url
+from fedclust.infra.service_settings import check_served, service_env
 from fedclust.infra.tls import SERVER_KEYS, TlsSettings
 
 __all__ = [
@@ -62,27 +38,11 @@ __all__ = [
 #: An analyst sees and cancels the jobs it created; an admin sees and cancels every job.
 AnalystRole = Literal["analyst", "admin"]
 
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
 #: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
-_ENV = EnvSchema({
-    "coordinator": {
-        "host": str, "port": int, "database_url": str, "counting_url": str,
-        "counting_token": str, "task_timeout_seconds": float, "metrics": bool,
-        "uploads_in_flight": int,
-    },
-    "analysts": list[dict[str, Any]],
-    "participants": list[dict[str, Any]],
-    "tls": tls_schema(SERVER_KEYS),
-})
-
-
-def _check_identifier(value: object, where: str) -> str:
-    if not isinstance(value, str) or not _IDENTIFIER.match(value):
-        raise ValueError(
-            f"{where} must be 1-64 characters of letters, digits, '_', '.' or '-'."
-        )
-    return value
+_ENV = service_env(
+    "coordinator", {"counting_url": str, "counting_token": str, "task_timeout_seconds": float},
+    arrays=("analysts", "participants"), tls_keys=SERVER_KEYS,
+)
 
 
 @dataclass(frozen=True)
@@ -104,22 +64,6 @@ class AnalystCredential:
         object.__setattr__(
             self, "token_sha256", check_sha256_hex(
                 self.token_sha256, where=f"analyst {self.name!r}: token_sha256"
-            )
-        )
-
-
-@dataclass(frozen=True)
-class ParticipantCredential:
-    """A participant allowed to enrol: its id and the SHA-256 of its token."""
-
-    id: str
-    token_sha256: str = field(repr=False)
-
-    def __post_init__(self) -> None:
-        _check_identifier(self.id, "participant id")
-        object.__setattr__(
-            self, "token_sha256", check_sha256_hex(
-                self.token_sha256, where=f"participant {self.id!r}: token_sha256"
             )
         )
 
@@ -154,12 +98,7 @@ class CoordinatorSettings:
     uploads_in_flight: int = UPLOADS_IN_FLIGHT
 
     def __post_init__(self) -> None:
-        if not isinstance(self.metrics, bool):
-            raise ValueError("coordinator.metrics must be true or false.")
-        if isinstance(self.uploads_in_flight, bool) or not isinstance(
-            self.uploads_in_flight, int
-        ) or self.uploads_in_flight < 1:
-            raise ValueError("coordinator.uploads_in_flight must be an integer >= 1.")
+        check_served(self.metrics, self.uploads_in_flight, prefix="coordinator.")
         if not isinstance(self.counting_token, str) or not self.counting_token:
             raise ValueError("coordinator.counting_token must be a non-empty string.")
         if not self.counting_url:
@@ -214,11 +153,7 @@ class CoordinatorSettings:
         section = data.get("coordinator")
         if not isinstance(section, Mapping):
             raise ValueError("the configuration needs a [coordinator] table.")
-        known = {
-            "host", "port", "database_url", "counting_url", "counting_token",
-            "task_timeout_seconds", "metrics", "uploads_in_flight",
-        }
-        unknown = sorted(set(section) - known)
+        unknown = sorted(set(section) - set(_ENV.sections["coordinator"]))
         if unknown:
             raise ValueError(f"unknown keys in [coordinator]: {', '.join(unknown)}.")
         for key in ("counting_url", "counting_token"):

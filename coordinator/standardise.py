@@ -26,10 +26,10 @@ from fedclust.coordinator._rounds import (
     present,
     require_cohort,
 )
-from fedclust.coordinator.secure_sum import Summation
+from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.core.validation import FloatArray
-from fedclust.protocol.maths.standardise import MomentSums, add_moments, combine_moments
+from fedclust.protocol.maths.standardise import MomentSums, combine_moments
 from fedclust.protocol.wire import messages as msg
 
 __all__ = [
@@ -44,7 +44,9 @@ class StandardisingParticipant(Protocol):
     @property
     def name(self) -> str: ...
 
-    def moment_sums(self, shift: ArrayLike | None = None) -> MomentSums: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to a task, here ``moment_sums``."""
+        ...
 
     def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None: ...
 
@@ -61,19 +63,16 @@ def pooled_moments(
     """The total moment sums of the participants present and who contributed them.
 
     The same procedure whatever the protection: ``summation`` sums them (its dropouts
-    recovered), or without one each participant's are collected and added. A participant
-    that does not answer drops out of the job and the round goes on without it.
+    recovered; None: in the clear, a :class:`PlainSummation`). A participant that does not
+    answer drops out of the job and the round goes on without it.
 
     Raises:
         RefusedError: a participant present contributed nothing (a refusal).
     """
     live = present(participants)
-    if summation is None:
-        sums, names = gather_present(live, lambda p: p.moment_sums(shift=shift))
-        total = add_moments(sums)
-    else:
-        reply, names = summation.sum(live, _moments_task(shift), msg.MomentSumsReply)
-        total = reply.to_result()
+    summation = summation if summation is not None else PlainSummation()
+    reply, names = summation.sum(live, _moments_task(shift), msg.MomentSumsReply)
+    total = reply.to_result()
     missing = sorted({p.name for p in present(live)} - set(names))
     if missing:
         raise RefusedError(
@@ -87,31 +86,20 @@ class PresentRows:
     """ΣN of the participants present (not dropped out): the N of a statistic pooled over them.
 
     With everyone present it is the counting service's total (``total_count``), asked once.
-    After dropouts the N of those left comes from their own moment sums, never from a single
-    N_l: two rounds about the public shifts 0 and s (s = ``value_bound``, the bound on |x|,
-    in every column) give Σx − Σ(x − s) = N·s per column, the moment sums' "column of ones".
-    They are summed as every moment sum of the job (``summation``, or each participant's in
-    the clear under protection "none"), so the coordinator's procedure is the same whatever
-    the protection, and it learns ΣN only over the contributors of a sum, at least
-    ``minimum`` of them. |x − s| <= 2B keeps the sums within their declared encoding
-    (``coordinator.secure_sum``), and N·s stands far above their rounding (N is rounded to
-    the nearest integer). A dropout during these rounds repeats them over those left.
-
-    Disclosure: the rounds add N to the Σx and Σx² of those left, which standardising them
-    or the sweep's initial box reveals anyway. Under protection, a total over more
-    participants learned before (the counting service's, or any sum's) is never paired with
-    one over fewer than the minimum cohort less: the summation's
-    :class:`~coordinator._rounds.ReleasedCohorts` refuses that sum, and the job stops with
-    one line (the participants and the counting service refuse it too). Once it was, the two
-    would give the rows of those who dropped out in between together; a note says so. Under
-    protection "none" every participant's statistics travel in the clear, and its N_l follows
-    from them anyway (its FedFuzzDB memberships add up to it).
+    After dropouts it comes from the moment sums of those left about the public shifts 0 and
+    s = ``value_bound`` (Σx − Σ(x − s) = N·s per column), summed as every moment sum of
+    the job (``summation``, or in the clear under "none"), over at least ``minimum``
+    contributors; a dropout during these rounds repeats them over those left. A sum that
+    would pair with an earlier total over more participants is refused by
+    :class:`~coordinator._rounds.ReleasedCohorts`; where one is released, a note says so.
 
     Raises (when called):
         RefusedError: fewer than ``minimum`` participants are left after dropouts, or one
             present refuses its moment sums.
         ProtocolError: the moment sums give no positive N.
         Whatever ``total_count`` raises (e.g. the counting service refusing a small cohort).
+
+    Design notes: ``docs/standardisation.md`` (§ The N of those present: disclosure).
     """
 
     def __init__(
@@ -138,7 +126,7 @@ class PresentRows:
             if names in self._known:
                 return self._known[names]
             if len(live) == len(self._participants):
-                if self._summation is not None:
+                if self._summation is not None and self._summation.cohorts is not None:
                     self._summation.cohorts.admit(names, "count total")
                 self._known[names] = self._total_count()
             else:

@@ -19,26 +19,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Protocol
 
 import numpy as np
 
-from fedclust.coordinator._rounds import dropped, gather_required, present
-from fedclust.coordinator.exact_fcm import run_exact_fcm
-from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
-from fedclust.coordinator.fedfcm import run_fedfcm
-from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord
-from fedclust.coordinator.secure_sum import Summation
+from fedclust.coordinator._rounds import dropped, present
+from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord, RunOptions
+from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.coordinator.standardise import pooled_mean_scale
 from fedclust.core.validation import FloatArray, check_int, rng_from
-from fedclust.protocol.maths import choose_k, standardise, validity
+from fedclust.protocol import algorithms
+from fedclust.protocol.maths import choose_k, validity
 from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.messages import Algorithm
-
-ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
-_FUZZY_INIT: frozenset[str] = frozenset({"ffcm", "fedfcm", "fedfcm-avg"})
-#: Algorithms that send each participant's local centers by design: protection "none" only.
-PLAIN_ONLY: frozenset[str] = frozenset({"fedfcm-avg", "kfed"})
 
 
 class SweepParticipant(Protocol):
@@ -46,9 +39,9 @@ class SweepParticipant(Protocol):
 
     name: str
 
-    def moment_sums(self) -> standardise.MomentSums: ...
-
-    def fuzzy_db_sums(self, centers: FloatArray, *, m: float, q: float) -> validity.FuzzyDBSums: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to a task, here ``moment_sums`` and ``fuzzy_db_sums``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -124,41 +117,25 @@ def run_algorithm(
 ) -> FederatedResult:
     """Run one federated clustering algorithm for one K through the participants.
 
-    ``init`` seeds the fuzzy algorithms (ffcm, fedfcm, fedfcm-avg); None leaves the drivers'
-    default, uniform in [0, 1]^D. With a ``summation`` every sum-type statistic travels
-    protected; fedfcm-avg and kfed send local centers by design and are refused. The
-    random draws do not depend on the protection.
+    The registry's procedure of ``algorithm`` runs (``protocol.algorithms``). ``init`` seeds
+    the fuzzy algorithms; None leaves the drivers' default, uniform in [0, 1]^D. With a
+    ``summation`` every sum-type statistic travels protected; an algorithm that sends local
+    centers by design (``plain_only``) is refused. The random draws do not depend on the
+    protection.
     """
-    sub_seed = rng_from(seed)
-    if algorithm == "ffcm":
-        return run_exact_fcm(
-            participants, k, m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, init=init,
-            seed=sub_seed, on_round=on_round, summation=summation,
-        )
-    if summation is not None and algorithm in PLAIN_ONLY:
+    spec = algorithms.get(algorithm, "sweep")
+    summation = summation if summation is not None else PlainSummation()
+    if summation.protected and spec.plain_only:
         raise ValueError(
             f"{algorithm!r} sends each participant's local centers by design; run it with "
             "protection 'none'."
         )
-    if algorithm in ("fedfcm", "fedfcm-avg"):
-        aggregation: Literal["kmeans", "average"] = (
-            "kmeans" if algorithm == "fedfcm" else "average"
-        )
-        return run_fedfcm(
-            participants, k, aggregation=aggregation, m=m, eps=eps, max_rounds=max_rounds,
-            init=init, seed=sub_seed, on_round=on_round, summation=summation,
-        )
-    if algorithm == "fkm":
-        return run_federated_kmeans(
-            participants, k, max_rounds=max_rounds, eps=eps, seed=sub_seed, on_round=on_round,
-            summation=summation,
-        )
-    if algorithm == "kfed":
-        return run_kfed(participants, k, seed=sub_seed, on_round=on_round)
-    raise ValueError(
-        f"The 'algorithm' parameter must be one of {', '.join(ALGORITHMS)}. "
-        f"Got {algorithm!r} instead."
+    options = RunOptions(
+        rng=rng_from(seed), m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, init=init,
+        on_round=on_round, summation=summation,
     )
+    result: FederatedResult = spec.procedure()(participants, k, options)
+    return result
 
 
 def fed_fuzzy_db(
@@ -189,12 +166,10 @@ def validate(
     """:func:`fed_fuzzy_db` over the participants that have not dropped out; with dropouts
     also who was left and their N (see the module docstring)."""
     live = present(participants)
-    if summation is None:
-        sums = gather_required(live, lambda part: part.fuzzy_db_sums(centers, m=m, q=q))
-    else:
-        task = msg.FuzzyDbSumsTask(centers=msg.WireArray.of(centers), m=m, q=q)
-        total, _ = summation.sum(live, task, msg.FuzzyDbSumsReply, required=True)
-        sums = [total.to_result()]
+    summation = summation if summation is not None else PlainSummation()
+    task = msg.FuzzyDbSumsTask(centers=msg.WireArray.of(centers), m=m, q=q)
+    total, _ = summation.sum(live, task, msg.FuzzyDbSumsReply, required=True)
+    sums = [total.to_result()]
     if len(live) == len(participants):
         return validity.combine_fuzzy_db(sums, centers, total_count(), q=q, p=p), None
     rows = round(sum(float(np.sum(s.membership)) for s in sums))
@@ -236,7 +211,7 @@ def run_sweep(
     entries = []
     notes: list[str] = []
     box = None
-    if algorithm in _FUZZY_INIT:
+    if algorithms.get(algorithm).fuzzy:
         before = present(participants)
         box = pooled_mean_scale(participants, total_count, two_pass=False, summation=summation)
         notes.extend(

@@ -1,45 +1,18 @@
 """Routes of the counting service (mounted under ``/api/v1`` by :func:`counting.app.create_app`).
 
-- ``PUT  /jobs/{job_id}/roster``  coordinator: who takes part in a job (``put_roster``);
-- ``POST /jobs/{job_id}/counts``  a participant on the roster: its N_l and the roster it
-  admitted for the job (``report_count``);
-- ``GET  /jobs/{job_id}/total``   coordinator: ΣN_l (``get_total``);
-- ``POST /jobs/{job_id}/cohorts``  a roster participant: the cohort of a masked sum it
-  contributes to, checked by the differencing guard (``announce_cohort``);
-- ``POST /jobs/{job_id}/unmasking``  a survivor of a masked sum: the view (survivors,
-  dropouts) it is asked to unmask; the first view of a round is the only one accepted
-  (``register_unmasking``);
-- ``GET  /jobs/{job_id}/paillier-key``  coordinator or a roster participant: the job's
-  Paillier public key (``get_paillier_key``);
-- ``POST /jobs/{job_id}/paillier/contributions``  a roster participant: it contributes to a
-  Paillier round (``report_paillier_contribution``);
-- ``POST /jobs/{job_id}/paillier/decrypt``  coordinator: the decoded aggregate of a round
-  (``paillier_decrypt``; rule in :mod:`counting.keyholder`);
-- ``PUT  /participants/{id}``  coordinator: asks for a member's token SHA-256, which the
-  counting operator must approve (``put_member``); ``DELETE /participants/{id}``
-  coordinator: it is revoked, its tokens are refused from the next request on
-  (``revoke_member``; :mod:`counting.members`);
-- ``GET  /health`` (``health``).
+The coordinator sets a job's roster (``put_roster``), reads ΣN_l (``get_total``), asks for a
+Paillier round's decryption (``paillier_decrypt``, rule in :mod:`counting.keyholder`) and asks
+for or revokes members (``put_member``, ``revoke_member``); roster participants report N_l
+(``report_count``), announce masked-sum cohorts (``announce_cohort``), register unmasking
+views (``register_unmasking``), fetch the Paillier key and announce contributions.
+Release rule: a total is released once, only when every roster participant (at least
+``min_participants``) has reported, never over a roster beyond one a reporter admitted, and
+never when with the cohorts released before it would expose fewer than ``min_participants``
+participants (:mod:`protocol.maths.release_guard`). Every route authenticates through an
+``Annotated`` dependency (:data:`Coordinator`, :data:`Participant`; 401, or 403 for a wrong
+role or certificate, :func:`caller_of`). Tokens and counts are never logged.
 
-Release rule: the total of a job is released once, only once every participant on its roster
-has reported, and a roster must hold at least ``min_participants`` participants. Releasing a
-partial total would let the coordinator read a participant's N_l off the difference of two
-totals. After dropouts the coordinator may narrow the roster to those that go on, before
-anything of the job was released, so the total is that of the cohort that finished; it may
-never widen it. A total (or a Paillier round, :mod:`counting.keyholder`) is refused for good
-when, with the cohorts released before (totals and decrypted rounds, of any job), it would
-make a nonzero combination of the statistics of fewer than ``min_participants`` participants
-derivable (e.g. two cohorts differing by one participant): see
-:mod:`protocol.maths.release_guard`. Nor is a total (or a Paillier round) released over a roster
-that reaches beyond the roster one of its reporters admitted for the job (its declare task's,
-which its roster rule judged), so a coordinator cannot count a participant among members it
-invented here.
-
-Every route takes its caller from an ``Annotated`` dependency (:data:`Coordinator`,
-:data:`Participant`), so no handler can forget authentication: 401 without a known bearer
-token, 403 for a valid token of the wrong role or, under mutual TLS, presented with a client
-certificate that does not name its holder (:func:`caller_of`). Tokens and counts are never
-logged.
+Design notes: ``docs/services.md`` (§ Counting service routes: the route table, release rule).
 """
 
 from __future__ import annotations
@@ -77,8 +50,9 @@ from fedclust.counting.keyholder import (
 from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import identify
-from fedclust.infra.body_limit import RouteLimit, bearer_token
-from fedclust.infra.tls import certificate_mismatch, certified_member
+from fedclust.infra.auth import ParticipantIdentity, bound_caller
+from fedclust.infra.body_limit import RouteLimit
+from fedclust.infra.tls import TlsSettings
 from fedclust.protocol.wire.admin import MemberToken
 from fedclust.protocol.wire.messages import (
     CohortNotice,
@@ -127,12 +101,8 @@ class Health(BaseModel):
 class CoordinatorIdentity:
     """The caller presented the coordinator's token."""
 
-
-@dataclass(frozen=True)
-class ParticipantIdentity:
-    """The caller presented the token of the enrolled participant ``id``."""
-
-    id: str
+    def certificate_name(self, tls: TlsSettings) -> tuple[str, str]:
+        return "coordinator", tls.coordinator_name
 
 
 def _settings(request: Request) -> CountingSettings:
@@ -155,14 +125,6 @@ Store = Annotated[CountingStore, Depends(_store)]
 KeyHolder = Annotated[PaillierKeyHolder, Depends(_keyholder)]
 
 
-def _unauthorised() -> HTTPException:
-    return HTTPException(
-        status.HTTP_401_UNAUTHORIZED,
-        detail="a valid bearer token is required",
-        headers={"WWW-Authenticate": "Bearer"},
-    )
-
-
 def _members(request: Request) -> Members:
     members: Members = request.app.state.members
     return members
@@ -171,36 +133,25 @@ def _members(request: Request) -> Members:
 def caller_of(
     scope: Mapping[str, Any], settings: CountingSettings, members: Members
 ) -> CoordinatorIdentity | ParticipantIdentity:
-    """The principal a request authenticates as, its credential bound to its certificate.
-
-    The holder of a known bearer token (the coordinator's or a current member's); without a
-    token, the member its client certificate alone names where ``[tls] participant_auth =
-    "certificate"``; else 401. Under mutual TLS a token counts only with its holder's
-    certificate, the member's id or the coordinator's ``[tls] coordinator_name``, else 403:
-    a member cannot act as the coordinator with a stolen token, nor as another member. The
-    routes (:data:`Caller`) and the body guard (before a body is read) both ask this.
+    """The principal a request authenticates as, its credential bound to its certificate
+    (:func:`infra.auth.bound_caller`): the coordinator or a current member by its token (every
+    stored digest compared, :func:`crypto.tokens.identify`), or a member by its certificate
+    alone; 401 otherwise. Under mutual TLS a token counts only with its holder's certificate,
+    the member's id or the coordinator's ``[tls] coordinator_name``, else 403: a member cannot
+    act as the coordinator with a stolen token, nor as another member. The routes
+    (:data:`Caller`) and the body guard (before a body is read) both ask this.
     """
-    token = bearer_token(scope.get("headers", []))
-    if token is None:
-        certified = certified_member(scope, tls=settings.tls, is_member=members.is_member)
-        if certified is None:
-            raise _unauthorised()
-        return ParticipantIdentity(certified)
-    candidates: list[tuple[str, CoordinatorIdentity | ParticipantIdentity]] = [
-        (settings.coordinator_token_sha256, CoordinatorIdentity())
-    ] + [(digest, ParticipantIdentity(pid)) for pid, digest in members.credentials()]
-    found = identify(token, candidates)
-    if found is None:
-        raise _unauthorised()
-    if isinstance(found, CoordinatorIdentity):
-        mismatch = certificate_mismatch(
-            scope, settings.tls.coordinator_name, tls=settings.tls, role="coordinator"
-        )
-    else:
-        mismatch = certificate_mismatch(scope, found.id, tls=settings.tls)
-    if mismatch is not None:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=mismatch)
-    return found
+
+    def holder(token: str) -> CoordinatorIdentity | ParticipantIdentity | None:
+        candidates: list[tuple[str, CoordinatorIdentity | ParticipantIdentity]] = [
+            (settings.coordinator_token_sha256, CoordinatorIdentity())
+        ] + [(digest, ParticipantIdentity(pid)) for pid, digest in members.credentials()]
+        return identify(token, candidates)
+
+    return bound_caller(
+        scope, tls=settings.tls, identify=holder, is_member=members.is_member,
+        missing="a valid bearer token is required", unknown="a valid bearer token is required",
+    )
 
 
 def _identify(

@@ -12,9 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from fedclust.counting.api import BODY_LIMITS, caller_of, router
@@ -22,14 +20,9 @@ from fedclust.counting.db import CountingStore
 from fedclust.counting.keyholder import PaillierKeyHolder
 from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
-from fedclust.infra.allow import method_not_allowed
-from fedclust.infra.body_limit import BodySizeLimit
-from fedclust.infra.observability import add_observability
-from fedclust.protocol.wire.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
+from fedclust.infra.app import API_PREFIX, service_app
 
 __all__ = ["API_PREFIX", "create_app"]
-
-API_PREFIX = "/api/v1"
 
 log = logging.getLogger("fedclust.counting")
 
@@ -50,16 +43,6 @@ _TAGS = [
 ]
 
 
-async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
-    """422 naming the offending fields and the rule, without echoing submitted values."""
-    assert isinstance(exc, RequestValidationError)
-    detail = [
-        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
-        for err in exc.errors()
-    ]
-    return JSONResponse(status_code=422, content={"detail": detail})
-
-
 def create_app(settings: CountingSettings) -> FastAPI:
     """A counting service over the database named in ``settings``."""
     store = CountingStore(settings.database_url)
@@ -76,7 +59,15 @@ def create_app(settings: CountingSettings) -> FastAPI:
         finally:
             store.close()
 
-    app = FastAPI(
+    members = Members(settings, store)
+    app = service_app(
+        settings,
+        routers=(router,),
+        caller=lambda scope: caller_of(scope, settings, members),
+        body_limits=BODY_LIMITS,
+        registry=CollectorRegistry(),
+        # A read of a roster no job has: one trivial query through the store's own engine.
+        checks=lambda: {"database": lambda: store.roster("")},
         title="fedclust counting service",
         description=(
             "Receives each participant's N_l and releases only ΣN_l of a job, once every "
@@ -84,28 +75,13 @@ def create_app(settings: CountingSettings) -> FastAPI:
             "each job's Paillier private key and decrypts only aggregates of at least the "
             "minimum cohort, each round once."
         ),
-        version=f"{PROTOCOL_VERSION}",
         openapi_tags=_TAGS,
         lifespan=lifespan,
     )
     app.state.settings = settings
     app.state.store = store
-    app.state.members = Members(settings, store)
+    app.state.members = members
     app.state.keyholder = PaillierKeyHolder(
         store, bits=settings.paillier_bits, min_cohort=max(3, settings.min_participants)
-    )
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(405, method_not_allowed)
-    members = app.state.members
-    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES, routes=BODY_LIMITS,
-                       caller=lambda scope: caller_of(scope, settings, members),
-                       uploads_in_flight=settings.uploads_in_flight)
-    app.include_router(router, prefix=API_PREFIX)
-    add_observability(
-        app,
-        registry=CollectorRegistry(),
-        # A read of a roster no job has: one trivial query through the store's own engine.
-        checks=lambda: {"database": lambda: store.roster("")},
-        metrics=settings.metrics,
     )
     return app

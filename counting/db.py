@@ -1,42 +1,16 @@
 """Storage of the counting service: each job's roster, the counts reported for it, releases.
 
-SQLAlchemy 2 over any URL (SQLite file by default). Three tables:
+SQLAlchemy 2 over any URL (SQLite by default; PostgreSQL via ``postgresql+psycopg://`` is
+tested). Tables: ``roster_entries``, ``counts`` and ``released_rosters`` (the counts and their
+release); ``paillier_keys``, ``paillier_contributions`` and ``paillier_closed_rounds`` (the key
+holder, :mod:`counting.keyholder`); ``released_cohorts``, ``admitted_rosters`` and
+``unmask_views`` (the guards); ``memberships`` and ``membership_requests``
+(:mod:`counting.members`). :class:`CountingStore` serialises its operations with a lock;
+:meth:`CountingStore.release` applies the release rules in the same transaction as the record
+of a release. Schema revisions: Alembic's (:data:`MIGRATIONS`, :mod:`infra.schema`; an older
+database is upgraded by ``fedclust counter migrate``).
 
-- ``roster_entries(job_id, participant_id)``: who takes part in a job (set by the coordinator);
-- ``counts(job_id, participant_id, count, admitted_sha256, reported_at)``: one N_l per
-  participant and job, with the roster the participant admitted for it;
-- ``released_rosters(seq, job_id, released_at)``: the jobs whose ΣN_l was released, numbered
-  in release order (the guard of :mod:`protocol.maths.release_guard` checks every new release
-  against the rosters of these jobs).
-
-and three for the Paillier key holder (:mod:`counting.keyholder`):
-
-- ``paillier_keys(job_id, private_key)``: the job's private key as JSON ``{"p": .., "q": ..}``;
-- ``paillier_contributions(job_id, round, participant_id, admitted_sha256)``: who announced a
-  contribution, with the roster it admitted for the job;
-- ``paillier_closed_rounds(job_id, round, closed_at)``: rounds decrypted (once each);
-
-``released_cohorts(cohort_sha256, participant_id, released_at)``: every distinct cohort whose
-statistic the coordinator may have learned — each released total's roster, each decrypted
-Paillier round's contributors, each masked sum's cohort the participants announced — named
-by the SHA-256 of its sorted ids (the differencing guard reads this table alone);
-``admitted_rosters(roster_sha256, participant_id, admitted_at)``: every distinct roster a
-participant admitted for a job (named alike), which a total or a decrypted round must lie
-within for each of its reporters; ``unmask_views(job_id, setup, round, view_sha256)``: the
-first view (survivors, dropouts) registered of each masked sum, the only one unmasked;
-and ``memberships(participant_id, token_sha256, changed_at)``: credentials in force since
-run time (approved by the counting operator, or revoked), with
-``membership_requests(participant_id, token_sha256, requested_at)``: the credentials the
-coordinator asked for, waiting for that approval (:mod:`counting.members`).
-
-:class:`CountingStore` serialises its operations with a lock and keeps sessions short: the API
-calls it from uvicorn's thread pool. The release rules live in :meth:`CountingStore.release`,
-in the same transaction as the record of a release, so concurrent requests cannot both pass
-the differencing guard with rosters that are only unsafe together.
-
-SQLite (the default) and PostgreSQL (``postgresql+psycopg://``) are tested; the schema's
-revisions are Alembic's (:data:`MIGRATIONS`, :mod:`infra.schema`), applied to an older
-database by ``fedclust counter migrate``.
+Design notes: ``docs/services.md`` (§ Counting service storage: every table's columns).
 """
 
 from __future__ import annotations
@@ -56,11 +30,10 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    create_engine,
     func,
     select,
 )
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
@@ -73,8 +46,8 @@ from fedclust.counting.keyholder import (
     first_outside,
     not_admitted_message,
 )
-from fedclust.infra.schema import Migrations, ensure_schema, migrate
-from fedclust.infra.sqlite_file import create_private_sqlite
+from fedclust.infra.database import ensure_head, make_engine, open_engine
+from fedclust.infra.schema import Migrations, migrate
 from fedclust.protocol.maths.release_guard import release_would_expose
 
 __all__ = [
@@ -90,6 +63,7 @@ __all__ = [
     "Tally",
     "UnknownJobError",
     "ViewConflictError",
+    "make_engine",
     "migrate_database",
 ]
 
@@ -276,23 +250,10 @@ class Tally:
     total: int
 
 
-def make_engine(database_url: str) -> Engine:
-    """An engine for ``database_url``; SQLite is opened for use from several threads."""
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    if not url.database or url.database == ":memory:":
-        return create_engine(
-            url, connect_args={"check_same_thread": False}, poolclass=StaticPool
-        )
-    return create_engine(url, connect_args={"check_same_thread": False})
-
-
 def migrate_database(database_url: str) -> tuple[str | None, str]:
     """Upgrade the database at ``database_url`` to the newest revision (creating an empty
     one); its revision before and after."""
-    create_private_sqlite(database_url)
-    engine = make_engine(database_url)
+    engine = open_engine(database_url)
     try:
         return migrate(engine, MIGRATIONS)
     finally:
@@ -309,13 +270,8 @@ class CountingStore:
             SchemaBehindError: the database is behind (or predates) the newest revision:
                 ``fedclust counter migrate`` upgrades it.
         """
-        create_private_sqlite(database_url)
-        self._engine = make_engine(database_url)
-        try:
-            ensure_schema(self._engine, MIGRATIONS)
-        except BaseException:
-            self._engine.dispose()
-            raise
+        self._engine = open_engine(database_url)
+        ensure_head(self._engine, MIGRATIONS)
         self._lock = threading.Lock()
 
     def close(self) -> None:

@@ -1,38 +1,17 @@
 """The Paillier key holder of the counting service: one key pair per job, aggregate decryption.
 
-Protocol (``crypto.paillier``; the coordinator side is
-:class:`coordinator.paillier_sum.PaillierSummation`):
+:class:`PaillierKeyHolder` generates a job's key pair on the first request (kept as p, q),
+records each participant's announced contribution with the roster it admitted
+(:meth:`PaillierKeyHolder.record_contribution`) and decrypts the coordinator's aggregate
+(:meth:`PaillierKeyHolder.decrypt`; scheme: ``crypto.paillier``). Decryption rule: the
+contributors named are exactly those recorded for the round, at least ``min_cohort`` (>= 3),
+each within the roster it admitted; every field claims that many contributions under the
+job's key; a round is decrypted once (that same request is answered again) and then closed;
+and a round the release guard (:mod:`protocol.maths.release_guard`) finds would expose fewer
+than ``min_cohort`` participants with the cohorts released before is refused. The private key
+never leaves the store and is never logged. Assumption: no collusion with the coordinator.
 
-1. anyone on a job's roster (and the coordinator) fetches the job's public key; the pair is
-   generated on the first request and kept in the store (private key as ``p``, ``q``);
-2. each participant, before it encrypts its contribution to Paillier sum ``round``, tells the
-   key holder so, with the roster it admitted for the job
-   (:meth:`PaillierKeyHolder.record_contribution`: refused while the job's roster here is not
-   within it);
-3. the coordinator multiplies the ciphertexts and asks for the aggregate's decryption
-   (:meth:`PaillierKeyHolder.decrypt`), naming the contributors.
-
-Decryption rule: the contributors named must be exactly the participants recorded for the
-round, at least ``min_cohort`` (>= 3) of them; every field must claim that many
-contributions and be under the job's key; and each round is decrypted at most once, and
-takes no further contributions afterwards (the very request that was decrypted, byte for
-byte, is answered again: a coordinator resumed after a crash asks once more, and learns
-nothing new); the contributors must lie within the roster each of them admitted, so a
-coordinator cannot sum one participant with members it invented (its roster rule,
-``participant.rosters``, judged the roster it admitted). So the key holder never decrypts
-fewer than ``min_cohort`` contributions, and the coordinator cannot learn one participant's
-values as the difference of two decryptions of the same round. Nor of two rounds: every
-decrypted round's contributors are a released cohort, as every released count total's roster
-is, and a round is refused when its contributors, with the cohorts released before (of any
-job), would make a nonzero combination of fewer than ``min_cohort`` participants' statistics
-derivable (:mod:`protocol.maths.release_guard`) — e.g. a round over the survivors of a dropout
-after one over everyone, whose memberships would give the dropped participant's N_l by
-difference. The key holder never receives an individual ciphertext, only the aggregate.
-Assumption: the coordinator and the counting service do not collude (and the coordinator
-does not forge an aggregate, e.g. one participant's ciphertext raised to a power: the
-counter slots catch a wrong count, not a forged one).
-
-The private key never leaves this module's store and is never logged.
+Design notes: ``docs/secure-sums.md`` (§ The Paillier key holder).
 """
 
 from __future__ import annotations

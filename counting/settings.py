@@ -1,39 +1,20 @@
 """Settings of the counting service, read from ``counting.toml``.
 
-::
+Tables: ``[counting]`` (host, port, database_url, min_participants (3), paillier_bits (2048,
+>= 1024), coordinator_token_sha256, metrics, uploads_in_flight), ``[[participants]]`` (id,
+token_sha256) and the optional ``[tls]`` (:mod:`fedclust.infra.tls`).
+:class:`CountingSettings` is the parsed file.
 
-    [counting]
-    host = "127.0.0.1"
-    port = 8701
-    database_url = "sqlite:///counting.db"   # relative SQLite paths: against the file's folder
-    min_participants = 3
-    paillier_bits = 2048                     # modulus of each job's Paillier key (>= 1024)
-    coordinator_token_sha256 = "<sha256 hex of the coordinator's token>"
-    metrics = false                          # true: serve GET /metrics (no token)
-    uploads_in_flight = 2                    # large bodies (over 1 MiB) one caller may send
-                                             # at once; more get 429 (infra.body_limit)
+Contracts: only SHA-256 digests of tokens are stored (:func:`crypto.tokens.token_sha256`), 64
+hex digits each. :meth:`CountingSettings.load` lays the environment over the file, or reads it
+alone (:mod:`fedclust.infra.config_env`).
 
-    [[participants]]
-    id = "hospital-a"
-    token_sha256 = "<sha256 hex of hospital-a's token>"
-
-    [tls]                                    # optional: HTTPS, see fedclust.infra.tls
-    certificate = "pki/counting.pem"
-    key = "pki/counting-key.pem"
-    client_ca = "pki/ca.pem"                 # optional: mutual TLS for every client
-    coordinator_name = "coordinator"         # mutual TLS: the coordinator's certificate name
-
-Only SHA-256 digests of tokens are stored (:func:`token_sha256`); a digest is 64 hex digits.
-:meth:`CountingSettings.load` lays the environment over the file (or reads it alone):
-``FEDCLUST_COUNTING__PORT``, ``FEDCLUST_COUNTING__COORDINATOR_TOKEN_SHA256_FILE``,
-``FEDCLUST_PARTICIPANTS`` (a JSON array), ``FEDCLUST_TLS__KEY``, ...; see
-:mod:`fedclust.infra.config_env`.
+Design notes: ``docs/services.md`` (§ Counting service settings: an annotated example).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,44 +24,27 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from fedclust.crypto.tokens import check_sha256_hex
+from fedclust.infra import auth
 from fedclust.infra.body_limit import UPLOADS_IN_FLIGHT
-from fedclust.infra.config_env import EnvSchema, tls_schema
 from fedclust.infra.config_toml import only_keys, resolve_sqlite_url
+from fedclust.infra.service_settings import check_served, service_env
 from fedclust.infra.tls import COUNTING_KEYS, TlsSettings
 
 __all__ = ["CountingSettings", "ParticipantCredential"]
 
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
 #: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
-_ENV = EnvSchema({
-    "counting": {
-        "host": str, "port": int, "database_url": str, "min_participants": int,
-        "paillier_bits": int, "coordinator_token_sha256": str, "metrics": bool,
-        "uploads_in_flight": int,
-    },
-    "participants": list[dict[str, Any]],
-    "tls": tls_schema(COUNTING_KEYS),
-})
+_ENV = service_env(
+    "counting", {"min_participants": int, "paillier_bits": int, "coordinator_token_sha256": str},
+    arrays=("participants",), tls_keys=COUNTING_KEYS,
+)
 
 
-@dataclass(frozen=True)
-class ParticipantCredential:
-    """A participant allowed to report counts: its id and the SHA-256 of its token."""
+class ParticipantCredential(auth.ParticipantCredential):
+    """A participant allowed to report counts: its id and the SHA-256 of its token; errors
+    in the counting service's wording."""
 
-    id: str
-    token_sha256: str = field(repr=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not _IDENTIFIER.match(self.id):
-            raise ValueError(
-                "participant id must be 1-64 characters of letters, digits, '_', '.', '-'."
-            )
-        object.__setattr__(
-            self,
-            "token_sha256",
-            check_sha256_hex(self.token_sha256, where=f"token_sha256 of participant {self.id!r}"),
-        )
+    ID_ERROR = "participant id must be 1-64 characters of letters, digits, '_', '.', '-'."
+    DIGEST_WHERE = "token_sha256 of participant {id!r}"
 
 
 @dataclass(frozen=True)
@@ -131,12 +95,7 @@ class CountingSettings:
             raise ValueError("paillier_bits must be an integer >= 1024.")
         if self.paillier_bits < 1024:
             raise ValueError(f"paillier_bits must be >= 1024; got {self.paillier_bits}.")
-        if not isinstance(self.metrics, bool):
-            raise ValueError("metrics must be true or false.")
-        if isinstance(self.uploads_in_flight, bool) or not isinstance(
-            self.uploads_in_flight, int
-        ) or self.uploads_in_flight < 1:
-            raise ValueError("uploads_in_flight must be an integer >= 1.")
+        check_served(self.metrics, self.uploads_in_flight)
         if isinstance(self.port, bool) or not isinstance(self.port, int):
             raise ValueError("port must be an integer in 1..65535.")
         if not 1 <= self.port <= 65535:
@@ -189,14 +148,7 @@ class CountingSettings:
         section = doc.get("counting")
         if not isinstance(section, dict):
             raise ValueError("missing the [counting] table.")
-        only_keys(
-            section,
-            {
-                "host", "port", "database_url", "min_participants", "paillier_bits",
-                "coordinator_token_sha256", "metrics", "uploads_in_flight",
-            },
-            where="[counting]",
-        )
+        only_keys(section, set(_ENV.sections["counting"]), where="[counting]")
         if "coordinator_token_sha256" not in section:
             raise ValueError("[counting] is missing 'coordinator_token_sha256'.")
         entries = doc.get("participants", [])

@@ -1,32 +1,17 @@
 """Fixed-point encoding of sum-type statistics into the ring Z_2^(64·w) of w 64-bit words.
 
-Specification (one :class:`Statistic` per summed quantity per job):
+One :class:`Statistic` per summed quantity per job. A value |v| <= bound encodes as the
+two's-complement image of ``round_half_even(v · 2^scale_bits)`` mod 2^(64·w) (w = 1: a uint64
+per value; w > 1: w uint64 limbs on a last axis, least significant first); encodings add in
+the ring (:func:`add`, :func:`add_into`: carries between limbs) and decode as the signed
+representative times 2^-scale_bits. The encoding is exact up to the 2^-scale_bits grid, so a
+decoded sum is within n_parties · 2^-(scale_bits+1) of the true sum, then correctly rounded.
 
-- a value v with |v| <= bound encodes as the two's-complement image of
-  ``round_half_even(v · 2^scale_bits)`` modulo 2^(64·words). One word (the default) is a
-  numpy uint64 per value (an int64 viewed as uint64); w > 1 words are w uint64 limbs per
-  value on a last axis, least significant first;
-- the sum of encodings is taken in the ring: uint64 addition wraps exactly, and wider
-  values carry from limb to limb (:func:`add`, :func:`add_into`); it decodes as the signed
-  representative times 2^-scale_bits;
-- signed range used: |sum| < 2^(64·words − 2) — :func:`check_aggregate` refuses a round
-  whenever n_parties · bound · 2^scale_bits >= 2^(64·words − 2), so the true sum always lies
-  in the band and the decode is unambiguous (the band up to 2^(64·words − 1) is left as
-  overflow margin);
-- a value above its bound is a :class:`BoundError` (a ``ValueError``) naming the statistic
-  and its bound, never how many values exceed it nor by how much (its attributes keep both
-  for the encoding party's own log) — values are never clipped.
+Contracts: :func:`check_aggregate` refuses a round when n_parties · bound · 2^scale_bits >=
+2^(64·w − 2); a value over its bound raises :class:`BoundError` (a ``ValueError``) naming the
+statistic and its bound only; values are never clipped.
 
-Exactness. Every finite float64 is m·2^e with an integer |m| < 2^53 (``np.frexp``), so
-v·2^scale_bits is either an integer m·2^s (s >= 0: placed exactly into the limbs by shifts)
-or below 2^53 in magnitude, where scaling by a power of two and ``np.rint`` are exact in
-float64. The only rounding of an encoding is the one to the 2^-scale_bits grid.
-
-Error bound (per coordinate). Each party rounds once, by at most 2^-(scale_bits+1), and the
-ring sum is exact, so ``|decode(Σ encode(v_l)) - Σ v_l| <= n_parties · 2^-(scale_bits+1)``,
-plus the rounding of the exact decoded number to float64 (correctly rounded: at most half an
-ulp, a relative 2^-53). Encoding each party's *local aggregate* (not each point) keeps
-n_parties small.
+Design notes: ``docs/secure-sums.md`` (§ Fixed-point encoding).
 """
 
 from __future__ import annotations

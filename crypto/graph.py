@@ -1,31 +1,17 @@
 """The masking graph of SecAgg+ (Bell et al., CCS 2020) and the parameters it needs.
 
-**Graph.** The seed is SHA-256 over the job and every advertiser's signed 32-byte nonce, so
-no party alone — the coordinator included — chooses it, and every participant recomputes it
-from the adverts it verified. The nodes are placed on a ring in the order of
-SHA-256(seed ‖ id); with degree k (even), each node links the k/2 nodes on either side (a
-Harary graph H_{k,n} under a random relabelling, the construction Bell et al. suggest).
-``degree=None`` is the complete graph: Bonawitz et al.'s full mesh for small cohorts.
-A subset of the nodes induces a connected graph unless two runs of k/2 or more consecutive
-ring positions are missing from it, which :meth:`MaskingGraph.connected` checks in O(n).
+:class:`MaskingGraph`: the nodes on a ring in the order of SHA-256(seed ‖ id), the seed hashed
+from the job and every signed advert nonce; degree k (even) links the k/2 nodes on either side
+(a Harary graph H_{k,n}), ``degree=None`` is the complete graph (Bonawitz et al.);
+:meth:`MaskingGraph.connected` checks a subset in O(n).
 
-**Parameters** (:func:`graph_parameters`). Bell et al. (§3, "good" graphs) need, for a
-fraction γ of participants colluding with the server and a fraction δ dropping out:
-(1) the honest survivors stay connected (else the server learns the sums of the parts);
-(2) no honest node has t − 1 or more corrupted neighbours (with the node's own share, which
-it gives when told it survived, the server would hold t shares of its seed while its honest
-neighbours, told it dropped, give its pair keys); (3) every survivor keeps t share holders
-among its surviving neighbours and itself (else the sum cannot be unmasked). With random
-placement and q = γ + δ, the union bounds we use are
+:func:`graph_parameters` takes the smallest even k, then the smallest t ≥ 3, with
+P(1) + P(2) ≤ 2^−σ and P(3) ≤ 2^−η for Bell et al.'s conditions (§3, "good" graphs: honest
+survivors connected; no honest node with t − 1 corrupted neighbours; t share holders per
+survivor), bounded by n·q^{k/2}, n·P[Bin(k, γ) ≥ t − 1] and n·P[Bin(k, δ) > k + 1 − t]
+(q = γ + δ); where k reaches n − 1, the complete graph with a majority threshold.
 
-    P(1) ≤ n · q^{k/2}                       (a run of k/2 missing ring positions)
-    P(2) ≤ n · P[Bin(k, γ) ≥ t − 1]
-    P(3) ≤ n · P[Bin(k, δ) > k + 1 − t]
-
-(hypergeometric tails are below the binomial ones). We take the smallest even k and then
-the smallest t ≥ 3 (so one colluding neighbour never suffices) with P(1) + P(2) ≤ 2^−σ and
-P(3) ≤ 2^−η; where that k reaches n − 1, the complete graph with Bonawitz's majority
-threshold. k grows as O(log n + σ).
+Design notes: ``docs/secure-sums.md`` (§ The masking graph and its parameters).
 """
 
 from __future__ import annotations

@@ -1,61 +1,20 @@
-"""Pairwise masking on a neighbour graph: SecAgg+ (Bell et al., "Secure Single-Server
-Aggregation with (Poly)Logarithmic Overhead", CCS 2020) over the semi-honest masking of
-Bonawitz et al. ("Practical Secure Aggregation for Privacy-Preserving Machine Learning",
-CCS 2017, §4 and Fig. 4). Pure and in-process; transport is another layer's business.
+"""Pairwise masking on a neighbour graph: SecAgg+ (Bell et al., CCS 2020) over the semi-honest
+masking of Bonawitz et al. (CCS 2017, §4 and Fig. 4). Pure and in-process.
 
-Once per job:
+Once per job: ``MaskingClient.advertise`` (a :class:`KeyAdvert`: X25519 keys c_u, s_u and a
+nonce, signed with the Ed25519 identity key), then ``receive_adverts`` (verify every advert,
+derive the graph of :mod:`crypto.graph`, agree c_uv and s_uv with the k neighbours).
+Per secure sum (round r, cohort C_r), two stages: ``masked_input`` answers
+y_u = x_u + PRG(b_u^r) + Σ_{v∈N(u)∩C_r} ±PRG(HKDF(s_uv; job, r)) in Z_2^(64·w) (+ when u < v),
+with Shamir shares (threshold t) of b_u^r sealed to the neighbours; ``unmask`` gives, per
+neighbour, its share of b_v^r (a survivor) or the round key HKDF(s_ud; job, r) (a dropout),
+never both. The server's sum is then the exact sum of the survivors' inputs.
 
-0. ``MaskingClient.advertise`` → :class:`KeyAdvert`: fresh X25519 keys (c_u for sealing
-   shares, s_u for masks) and a fresh 32-byte nonce, signed with the participant's Ed25519
-   identity key over the job, the roster and the graph parameters (k, t).
-1. ``receive_adverts``: every party checks every signature (each once: ``_prg.verify``
-   remembers verified triples) and derives the same graph (:mod:`crypto.graph`) from the
-   hash of all nonces — a seed no single party, the coordinator included, chooses. Each
-   participant agrees c_uv and s_uv with its k neighbours only, once for the job.
+Raises :class:`RefusedError` for a cohort below ``min_cohort`` (3), a disconnected cohort or
+survivor graph, fewer than t share holders, a replayed or older round, or an unmask request
+that is not a split of the cohort or contradicts an earlier one.
 
-Per secure sum (round r, cohort C_r ⊆ the graph's nodes), two stages instead of
-Bonawitz's four:
-
-2. ``masked_input``: a fresh self-mask seed b_u^r, split with Shamir (threshold t) among u
-   and its neighbours in C_r and sealed to each (AES-GCM under c_uv, the round in the
-   associated data); y_u = x_u + PRG(b_u^r) + Σ_{v∈N(u)∩C_r} ±PRG(HKDF(s_uv; job, r)) in
-   Z_2^(64·w), + when u < v, where x_u is the round's statistics laid end to end in name
-   order (one keystream per key covers them all; a statistic of w 64-bit words per value,
-   ``crypto.fixedpoint``, takes w keystream words per value and adds them with carries); a
-   commitment to b_u^r.
-3. ``unmask``: for each survivor neighbour (and u itself) its share of b_v^r; for each
-   dropped neighbour d, the round's pair-mask key HKDF(s_ud; job, r) — never both for one
-   peer in one round.
-
-The server sums the y_u, rebuilds every survivor's b_v^r from t shares (one vectorised
-Lagrange pass), removes the self-masks and, with the revealed round keys, the masks between
-dropouts and survivors: the exact sum of the survivors' inputs.
-
-Why round keys and not the dropout's s_d (as Bonawitz and Bell et al. reconstruct): with
-keys agreed once per job, s_d would also unmask d's inputs of the earlier rounds, whose
-self-masks the server already rebuilt. A round key is HKDF output, independent of every
-other round's, so no long-term key is ever disclosed and a participant that dropped out of
-one sum can mask the next with the same job keys. The server learns x_u only with every
-pair key of u and b_u^r. Every participant answers a round's unmasking under one view only:
-the agent registers its view (survivors, dropouts) at the counting service first, which
-accepts the round's first view alone (``POST /jobs/{id}/unmasking``,
-:meth:`counting.db.CountingStore.register_unmasking`). Under that view u either survived
-(shares of b_u^r are handed out, no pair key of u) or dropped out (its pair keys, no share of
-b_u^r), so honest parties give one kind, and the server needs at least t − 1 corrupted
-neighbours of u (the bound :func:`crypto.graph.graph_parameters` keeps below 2^-σ). Without
-that check a coordinator showing two groups two splits of one round would collect both
-kinds from honest parties alone (u's pair keys and own share from u, told its neighbours
-dropped out; the shares of b_u^r from neighbours told everyone survived): the check assumes
-the counting service is run by another party than the coordinator's operator, and does not
-collude with it. A survivor that dies during
-stage 3 with a dropped neighbour leaves that pair's mask irrecoverable: the sum fails
-loudly (Bonawitz's key reconstruction would have survived it).
-
-Refusals (:class:`RefusedError`): a cohort below ``min_cohort`` (3: with two parties each
-learns the other's value), a cohort or survivor set whose graph is disconnected (the sums of
-its components would be revealed), fewer than t of u's shares holders in the cohort, a
-replayed or older round, an unmask request that is not a split of the round's cohort or
-contradicts an earlier one.
+Design notes: ``docs/secure-sums.md`` (§ Masking).
 """
 
 from __future__ import annotations

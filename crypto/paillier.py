@@ -1,44 +1,17 @@
 """Paillier protection of sum-type statistics: fixed-point slots packed into one plaintext.
 
-Paillier (1999) over phe (with gmpy2): ``E(a)·E(b) mod n² = E(a + b mod n)``, so a party
-that holds only the public key can add contributions it cannot read; the holder of the
-private key (the counting service) decrypts only the aggregate.
+Paillier (1999) over phe: E(a)·E(b) mod n² = E(a + b mod n), so whoever holds the public key
+adds contributions; the counting service, which holds the private key, decrypts only the sum.
+Encoding (:class:`SlotSpec`, one per statistic per job): offset binary s = round(v·2^f) + B
+with B = ceil(bound·2^f) and f = ``scale_bits``; a sum S of P contributions decodes as
+(S − P·B)/2^f, within P·2^-(f+1). Packing: slots of ``slot_bits = bit_length(2·B·max_parties)``
+bits (a sum never carries), ``bits(n) − 1`` usable bits per plaintext, slot 0 a contribution
+counter: m = 1 + Σ_j s_j·2^(j·slot_bits).
 
-Encoding (one :class:`SlotSpec` per statistic per job)
-    A value ``v`` with ``|v| <= bound`` is encoded with ``f = scale_bits`` fractional bits in
-    *offset binary*: ``s = round(v·2^f) + B`` with the offset ``B = ceil(bound·2^f)``, so
-    ``0 <= s <= 2B``. The sum of ``P`` contributions lies in ``[0, 2PB]`` and decodes as
-    ``(S - P·B) / 2^f``. Rounding error per decoded sum: at most ``P·2^-(f+1)`` from the
-    encoding, plus one float64 rounding of the result (correctly rounded). The integers are
-    exact at any magnitude (``crypto.fixedpoint.fixed_integers``): ``bound·2^f`` may be as
-    large as the widest masked ring, ``< 2^(64·16 − 2)``, so the same declared encodings
-    (``coordinator.secure_sum.field_encodings``) serve masking and Paillier.
+:func:`decrypt_sum` refuses fewer than ``min_parties`` (>= 3) contributions and checks the
+counter slots. Assumption: the coordinator and the counting service do not collude.
 
-Slots and packing
-    ``slot_bits = bit_length(2·B·max_parties)`` (as wide as the field's bound needs, however
-    many 64-bit words that is): a slot is wide enough for the sum of up to
-    ``max_parties`` contributions, so summing never carries into the next slot (the headroom
-    is ``slot_bits - bit_length(2B)`` bits). A plaintext has ``plaintext_bits = bits(n) - 1``
-    usable bits (so every packed sum stays below ``n``) and holds
-    ``floor(plaintext_bits / slot_bits)`` slots. Slot 0 of every plaintext is a contribution
-    counter (each party encodes 1); the others carry values, lowest slot first:
-    ``m = 1 + Σ_j s_j·2^(j·slot_bits)``, ``j = 1, 2, …``.
-
-What this hides
-    Every value is encrypted as an integer plaintext (phe's ``raw_encrypt``, fresh random
-    ``r`` from the OS CSPRNG per ciphertext); there is no per-value floating exponent, so no
-    magnitude travels in clear, and every ciphertext is serialised with the same byte width.
-
-Minimum cohort
-    :func:`decrypt_sum` refuses an aggregate of fewer than ``min_parties`` (at least 3)
-    contributions and so never decrypts one party's vector. The count travels with the
-    aggregate (``n_contributions``) and inside it (the counter slots, checked on
-    decryption, which catches miscounts and ciphertexts mixed from different aggregates).
-    Neither stops a *malicious* combiner that encrypts contributions of its own or raises a
-    single ciphertext to a power: the counting service, which never sees individual
-    ciphertexts, must enforce the count from its own record of which participants
-    contributed (wired by a later issue). Assumption: the coordinator and the counting
-    service do not collude.
+Design notes: ``docs/secure-sums.md`` (§ Paillier packing).
 """
 
 from __future__ import annotations

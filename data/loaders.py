@@ -708,7 +708,7 @@ def shared_datasets_dir() -> Path | None:
     """The shared datasets folder: ``$FEDCLUST_DATASETS`` if set, else ``../shared/datasets``
     relative to the project root; None when that folder does not exist."""
     env = os.environ.get(DATASETS_ENV)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     p = Path(env) if env else root.parent / "shared" / "datasets"
     return p if p.is_dir() else None
 

@@ -30,26 +30,16 @@ def motivational(
     Paper: M. Stallmann, A. Wilbik, "On a Framework for Federated Cluster Analysis",
     Appl. Sci. 12(20) 10455 (2022). Three clients, data in [0, 1]², five true clusters, one of
     which (the small cluster at (0.5, 0.5)) is only visible when the clients' data are pooled.
-
-    Reconstructed, not copied: the paper's exact centers, spreads and counts were not
-    available to us. Kept from what we know of the paper and the authors' code: 3 clients,
-    5 clusters in [0, 1]², a small cluster at (0.5, 0.5) that a single central FCM run often
-    misses, non-i.i.d. clients, each client alone choosing K = 2. Tuned so the pooled data
-    reproduce the paper's Table 1 central values: with the best of 10 FCM runs the soft
-    Davies-Bouldin index is 0.561 / 0.478 / 0.430 at K = 3 / 4 / 5 (mean over 10 data seeds;
-    paper 0.569 / 0.487 / 0.435) and K = 5 is the minimum over K = 2..6 in 10 of 10 seeds.
-
-    Setup: four corner clusters at (0.2|0.8, 0.2|0.8) with standard deviation 0.1 and a
-    middle cluster at (0.5, 0.5) with standard deviation 0.03 (``MOTIVATIONAL_*``). Every
-    client holds two corners, 150 points each (client 0 the left, client 1 the right,
-    client 2 the top ones, so the top corners are shared), and 12 middle points. Alone, a
-    client's 12 middle points drown in the tails of its corners (its local soft-DB sweep over
-    K = 2..5 picks K = 2 in 10 of 10 seeds); pooled, the 36 points form the fifth cluster.
-    Points are isotropic Gaussians truncated to [0, 1]² (points outside are redrawn).
+    Reconstructed, not copied (tuned to the paper's Table 1 central values): four corner
+    clusters at (0.2|0.8, 0.2|0.8), std 0.1, and a middle one at (0.5, 0.5), std 0.03
+    (``MOTIVATIONAL_*``); each client holds two corners of 150 points and 12 middle points;
+    isotropic Gaussians truncated to [0, 1]² (points outside are redrawn).
 
     Returns:
         Three pairs (X_l of shape (n_l, 2), labels_l of shape (n_l,)); labels index
         ``MOTIVATIONAL_CENTERS`` (4 is the middle cluster); 312 rows per client.
+
+    Design notes: ``docs/fcm.md`` (§ The motivational example: what was kept and tuned).
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     clients: list[tuple[NDArray[np.float64], NDArray[np.intp]]] = []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
 from fedclust.crypto.tokens import new_token, token_sha256
+from fedclust.protocol import algorithms
 
 __all__ = [
     "Credential",
@@ -48,7 +49,6 @@ _BARE_KEY: Final = re.compile(r"^[A-Za-z0-9_-]+$")
 _ESCAPES: Final = {
     "\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r",
 }
-ALGORITHMS: Final = ("ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref")
 
 
 # -- TOML writer ------------------------------------------------------------------------------
@@ -202,7 +202,7 @@ def participant_config(
     data_path: str,
     columns: Sequence[str] | None = None,
     label_column: str | int | None = None,
-    allowed_algorithms: Sequence[str] = ALGORITHMS,
+    allowed_algorithms: Sequence[str] | None = None,
     min_cluster_size: int = 2,
     enforce_fcm_rule: bool = True,
     max_rounds: int = 1000,
@@ -227,7 +227,9 @@ def participant_config(
     if audit_log is not None:
         participant["audit_log"] = audit_log
     policy: dict[str, Value] = {
-        "allowed_algorithms": list(allowed_algorithms),
+        "allowed_algorithms": list(
+            algorithms.names() if allowed_algorithms is None else allowed_algorithms
+        ),
         "min_cluster_size": min_cluster_size,
         "enforce_fcm_rule": enforce_fcm_rule,
         "max_rounds": max_rounds,

@@ -1,41 +1,19 @@
 """In-process simulation of the two model-based algorithms: FedCRef and fed-distill.
 
-``fedclust simulate --algorithm fedcref|fed-distill`` builds a federation of image-holding
-participants from a labelled image set, runs the coordinator driver
-(``coordinator.fedcref.run_fedcref`` or ``coordinator.distillation.run_fed_distill``) over
-participant objects in this process and reports the groups found against the truth.
+``fedclust simulate --algorithm fedcref|fed-distill``: :func:`simulate_fedcref` and
+:func:`simulate_fed_distill` build a federation of image-holding participants, run the
+service's job (``coordinator.fedcref_job`` / ``coordinator.distill_job`` over
+``RemoteParticipant`` proxies, declarations first) with each participant answering through
+the agent's dispatch over an in-process task channel, and report the groups found against the
+truth. Data (:func:`load_dataset`): ``digits`` (scikit-learn's 8x8, /16) or ``mnist``
+(``../shared/datasets/mnist/mnist_uint8.npz`` relative to the project root, /255).
+Federations: :func:`distill_federation` (Yang & Tae 2023: groups of clients, each group a
+random class set, a public set) and :func:`fedcref_federation` (Nardi et al.: clients with
+A..B random classes). Protection "masking" (default) sums groups of >= 3 members with
+``coordinator.secure_sum.MaskedSummation``; "none" sums in the clear. torch is imported
+lazily; without the ``fedclust[deep]`` extra a model-based run is a clear error.
 
-Data (``load_dataset``): ``digits`` is scikit-learn's bundled 8x8 digits (/16, in [0, 1]; no
-test split: test rows are held out of the per-class pools); ``mnist`` is
-``../shared/datasets/mnist/mnist_uint8.npz`` relative to the project root (/255).
-
-Federations (also used by the MNIST benchmarks in ``benchmarks/``):
-- :func:`distill_federation` (Yang & Tae 2023 set-up): ``groups`` groups of
-  ``clients_per_group`` clients, each group a distinct random set of ``classes_per_group``
-  classes (disjoint when groups·classes <= 10), ``samples_per_class`` rows per class per
-  client, a public set of ``public_per_class`` rows per class, test rows of the group's classes;
-- :func:`fedcref_federation` (Nardi et al. set-up): ``clients`` clients holding A..B random
-  classes each, ``samples_per_class`` rows per class, disjoint rows.
-
-The run is the service's job with its agents in this process: the coordinator's side is the
-service's own (``coordinator.fedcref_job.run_fedcref_job`` or
-``coordinator.distill_job.run_distill_job`` over ``coordinator.remote.RemoteParticipant``
-proxies, after the participants' declarations, ``coordinator.declarations``), and each
-participant answers through the agent's dispatch (``participant.dispatch``: its policy, its
-FedCRef / fed-distill tasks, its ``participant.secure.SecureSession``) over a task channel in
-this process instead of HTTP. Only the participants' models are the simulator's
-(:func:`fedcref_federation`, :func:`distill_federation`), so it can evaluate them against
-the true labels.
-
-Protection: with "masking" (the default) every group sum of model updates or soft
-predictions is the service's secure sum, ``coordinator.secure_sum.MaskedSummation`` (SecAgg+
-masking on the service's fixed-point encodings, bounds from the declarations), and a group
-of fewer than 3 members is summed in the clear exactly as the service sums it; the notes are
-the service's result notes (the driver's and the summation's). "none" forms every sum in the
-clear, as the papers do.
-
-torch is imported lazily (inside the functions), so ``import fedclust`` works without the
-``fedclust[deep]`` extra; running a model-based algorithm without it is a clear error.
+Design notes: ``docs/simulation.md`` (§ In-process simulation of FedCRef and fed-distill).
 """
 
 from __future__ import annotations
@@ -80,7 +58,6 @@ if TYPE_CHECKING:
     from fedclust.participant.deep.fedcref_local import FedCRefLocal
 
 __all__ = [
-    "DEEP_ALGORITHMS",
     "MNIST_PATH",
     "DeepData",
     "DeepGroup",
@@ -98,7 +75,6 @@ __all__ = [
     "simulate_fedcref",
 ]
 
-DEEP_ALGORITHMS = ("fedcref", "fed-distill")
 DATASETS = ("digits", "mnist")
 MNIST_PATH = (
     Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "mnist"
@@ -755,6 +731,8 @@ def _acc(v: float | None) -> str:
 
 def format_deep_result(doc: DeepSimulationDocument, *, title: str = "fedclust simulate") -> str:
     """The text report: groups found vs truth, ARI, accuracies, notes."""
+    from fedclust.tables import render_table
+
     what = "true groups" if doc.algorithm == "fed-distill" else "classes present (true K)"
     mode = f", mode {doc.mode}" if doc.mode else ""
     lines = [
@@ -781,20 +759,23 @@ def format_deep_result(doc: DeepSimulationDocument, *, title: str = "fedclust si
                 group.members, group.truth, strict=True))
         )
     if doc.iterations:
-        lines += ["", "  it  groups  isolated  wrong    ACC  frozen"]
-        lines += [
-            f"  {r.iteration:>2}  {r.groups:>6}  {r.isolated_clusters:>8}  "
-            f"{r.wrong_associations!s:>5}  {_acc(r.mean_accuracy):>5}  {r.frozen:>6}"
+        iterations = [
+            [str(r.iteration), str(r.groups), str(r.isolated_clusters),
+             str(r.wrong_associations), _acc(r.mean_accuracy), str(r.frozen)]
             for r in doc.iterations
         ]
+        headers = ["it", "groups", "isolated", "wrong", "ACC", "frozen"]
+        lines += ["", render_table(headers, iterations, numeric=range(6), indent=2)]
     if doc.accuracy_per_true_group is not None:
-        lines += ["", "  true group  classes      accuracy  local-only"]
         sets = doc.params.get("class_sets", [])
         local = doc.local_accuracy_per_true_group or []
-        for g, a in enumerate(doc.accuracy_per_true_group):
-            classes = ",".join(str(c) for c in sets[g]) if g < len(sets) else ""
-            lo = _acc(local[g]) if g < len(local) else "-"
-            lines.append(f"  {g:>10}  {classes:<10}  {a:>8.3f}  {lo:>10}")
+        per_group = [
+            [str(g), ",".join(str(c) for c in sets[g]) if g < len(sets) else "", f"{a:.3f}",
+             _acc(local[g]) if g < len(local) else "-"]
+            for g, a in enumerate(doc.accuracy_per_true_group)
+        ]
+        headers = ["true group", "classes", "accuracy", "local-only"]
+        lines += ["", render_table(headers, per_group, numeric=(0, 2, 3), indent=2)]
         lines.append(
             f"  overall accuracy {_acc(doc.overall_accuracy)} (local-only "
             f"{_acc(doc.local_overall_accuracy)})"

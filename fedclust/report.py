@@ -6,6 +6,7 @@ from pydantic import TypeAdapter
 
 from fedclust.exports import feature_names
 from fedclust.protocol.wire.messages import JobPublic, ResultDocument
+from fedclust.tables import render_table
 
 _JOB_LIST = TypeAdapter(list[JobPublic])
 
@@ -16,20 +17,23 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
     if doc.groups is not None:
         return _format_groups(doc, title=title)
     has_ari = any(e.ari is not None for e in doc.sweep)
+    headers = ["", "K", "FedFuzzDB", "silhouette", *(["ARI"] if has_ari else []), "rounds", "stop"]
+    sweep = [
+        [
+            "*" if e.k == doc.k_selected else "", str(e.k), f"{e.fed_fuzzy_db:.4f}",
+            f"{e.simplified_silhouette:.4f}",
+            *([f"{e.ari:.3f}" if e.ari is not None else ""] if has_ari else []),
+            str(e.rounds), e.stop_reason,
+        ]
+        for e in doc.sweep
+    ]
     lines = [
         f"{title}: {doc.algorithm} on {doc.dataset or 'the federation'} "
         f"({doc.participants} participants, seed {doc.seed})",
         "",
-        "    K   FedFuzzDB   silhouette" + ("      ARI" if has_ari else "") + "   rounds  stop",
+        render_table(headers, sweep, numeric=range(1, len(headers) - 1), indent=2),
+        "",
     ]
-    for e in doc.sweep:
-        mark = "*" if e.k == doc.k_selected else " "
-        ari = f"  {e.ari:7.3f}" if e.ari is not None else ""
-        lines.append(
-            f"  {mark}{e.k:>2}   {e.fed_fuzzy_db:9.4f}   {e.simplified_silhouette:10.4f}"
-            f"{ari}   {e.rounds:>6}  {e.stop_reason}"
-        )
-    lines.append("")
     elbow = f"; elbow K = {doc.k_elbow}" if doc.k_elbow is not None else ""
     lines.append(f"selected K = {doc.k_selected} (minimum FedFuzzDB){elbow}")
     if doc.local_k is not None and doc.k_range_rule_of_thumb is not None:
@@ -41,18 +45,19 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
     selected = next(e for e in doc.sweep if e.k == doc.k_selected)
     lines.append(f"centers at K = {doc.k_selected}:")
     names = feature_names(doc)
-    lines.append("  center  " + "  ".join(f"{_cell(n):>10}" for n in names))
-    for j, row in enumerate(selected.centers):
-        if row is None:
-            lines.append(f"  {j:>6}  withheld (see notes)")
-        else:
-            lines.append(f"  {j:>6}  " + "  ".join(f"{v:10.4f}" for v in row))
+    centers = [
+        [str(j), "withheld (see notes)", *[""] * (len(names) - 1)] if row is None
+        else [str(j), *(f"{v:.4f}" for v in row)]
+        for j, row in enumerate(selected.centers)
+    ]
+    headers = ["center", *(_cell(n) for n in names)]
+    lines.append(render_table(headers, centers, numeric=range(len(headers)), indent=2))
     lines.extend(f"note: {note}" for note in doc.notes)
     return "\n".join(lines)
 
 
 def _cell(name: str) -> str:
-    """A column header cut to the 10 characters of a center cell."""
+    """A column header cut to 10 characters (a center cell's width, ``-1234.5678``)."""
     return name if len(name) <= 10 else name[:9] + "~"
 
 
@@ -86,20 +91,18 @@ def _format_groups(doc: ResultDocument, *, title: str) -> str:
 
 
 def format_job_list(jobs: list[JobPublic], *, as_json: bool) -> str:
-    """The analyst's jobs, one line each (id, algorithm, state, created, progress), or the
-    list as JSON."""
+    """The analyst's jobs, a table with one row each (id, algorithm, state, created,
+    progress), or the list as JSON."""
     if as_json:
         return _JOB_LIST.dump_json(jobs, indent=2).decode()
     if not jobs:
         return "no jobs"
-    lines = [f"{'id':<36}  {'algorithm':<12}  {'state':<10}  {'created':<20}  progress"]
-    for job in jobs:
-        created = job.created_at.strftime("%Y-%m-%d %H:%M:%S")
-        lines.append(
-            f"{job.id:<36}  {job.spec.algorithm:<12}  {job.state:<10}  {created:<20}  "
-            f"{_progress(job)}"
-        )
-    return "\n".join(lines)
+    rows = [
+        [job.id, job.spec.algorithm, job.state, job.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+         _progress(job)]
+        for job in jobs
+    ]
+    return render_table(["id", "algorithm", "state", "created", "progress"], rows)
 
 
 def _progress(job: JobPublic) -> str:

@@ -223,7 +223,7 @@ def simulate(
 
     Args:
         federation: the participants' datasets.
-        algorithm: one of ``ffcm``, ``fedfcm``, ``fedfcm-avg``, ``fkm``, ``kfed``.
+        algorithm: a registered sweep algorithm (``protocol.algorithms``).
         ks: the K values to sweep: one value, or a contiguous range.
         seed: seeds every algorithmic random choice (initialisations, sampling).
         standardise: z-score the features with federated moments first (Σx, Σx², ΣN_l).

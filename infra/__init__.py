@@ -1,2 +1,3 @@
-"""What the services share and the maths never sees: TLS, settings, body limits, logging,
-probes and metrics, database files and schema migrations."""
+"""What the services share and the maths never sees: authentication (``auth``), the app
+skeleton (``app``), the database engine (``database``), settings from files, variables and
+secrets, TLS, body limits, logging, probes and metrics, private files and schema migrations."""

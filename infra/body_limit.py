@@ -1,30 +1,16 @@
 """ASGI middleware guarding request bodies, shared by the coordinator and the counting service.
 
-A body is the most a hostile client can make a service hold. :class:`BodySizeLimit`
-refuses, before the body is read or parsed:
+:class:`BodySizeLimit` refuses, before a body is read or parsed: a body from a caller the
+service does not accept (401, or 403 for another principal's client certificate; ``public``
+routes excepted); a body over its route's limit (413; ``routes``, else ``max_bytes``); a large
+body (over :data:`LARGE_BODY_BYTES` or of undeclared length) beyond ``uploads_in_flight``, or a
+small one beyond :data:`SMALL_UPLOADS_IN_FLIGHT`, in flight from one caller (429 with
+``Retry-After``); and any body when the caller cannot be determined because the service failed
+(503 with ``Retry-After``). Every refusal closes the connection. With
+:func:`deferred_body_protocol` the server parses at most :data:`PARSE_AHEAD_BYTES` of a body
+before the guard has answered.
 
-- a request carrying a body whose caller the service does not accept, when the app passes
-  ``caller`` (the service's own authentication, the one its routes depend on): 401 without
-  a known credential, 403 for a token presented with another principal's client certificate.
-  Every route that takes a body is authenticated, so a stranger's body is never worth reading
-  (but the few ``public`` routes, e.g. redeeming an invitation, which keep their small limit);
-- a body over its route's limit (413): ``routes`` gives small limits to small messages
-  (enrolment, audit heads), every other route has ``max_bytes``;
-- a large body (over :data:`LARGE_BODY_BYTES`, or of undeclared length) from a caller that
-  already has ``uploads_in_flight`` large bodies in flight, or a smaller body from one that
-  has :data:`SMALL_UPLOADS_IN_FLIGHT` of those in flight (429, ``Retry-After``): the bodies of
-  one accepted caller in the app at once total at most ``uploads_in_flight × max_bytes +
-  SMALL_UPLOADS_IN_FLIGHT × LARGE_BODY_BYTES``. A body on a ``public`` route, or on any
-  route where the app passes no ``caller``, is bounded by its route's limit per request only;
-- a body whose caller cannot be determined because the service failed (its database locked,
-  say): 503 with ``Retry-After``, the failure logged.
-
-Every such refusal closes the connection (``Connection: close``): the server would otherwise
-go on reading, and discarding, the rest of the body before the next request on it, which
-keeps the event loop busy for as long as the client cares to send (a body of one-byte chunks
-costs far more to discard than its size). So a refused client cannot send its whole body.
-Served by :func:`deferred_body_protocol` (``TlsSettings.uvicorn_options``), the server also
-parses no more than :data:`PARSE_AHEAD_BYTES` of a body before the guard has answered.
+Design notes: ``docs/services.md`` (§ The guard on request bodies).
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """The services' settings from a TOML file, environment variables and secret files.
 
-Every setting of a config file can also come from the environment (read with
-pydantic-settings), in three layers; a later one wins key by key:
+Three layers, a later one winning key by key: the TOML file (``--config FILE``, optional), the
+secrets directory ``FEDCLUST_SECRETS_DIR`` (one file per setting, named like its variable),
+and the variables ``FEDCLUST_<TABLE>__<KEY>`` (one key of a table) and ``FEDCLUST_<ARRAY>``
+(JSON for a whole top-level value such as ``[[participants]]``). Any key ``x`` may instead be
+``x_file`` / ``FEDCLUST_<TABLE>__<X>_FILE``: a file whose stripped content is the value.
 
-1. the TOML file (``--config FILE``; optional: without one, relative paths resolve against
-   the working directory);
-2. the secrets directory named by ``FEDCLUST_SECRETS_DIR``: one file per setting, named like
-   its variable (case-insensitive, e.g. ``fedclust_coordinator__counting_token``), its
-   stripped content the value (Kubernetes Secret volumes, ``/run/secrets``);
-3. environment variables ``FEDCLUST_<TABLE>__<KEY>`` for a key of a table
-   (``FEDCLUST_COORDINATOR__PORT=8700``, ``FEDCLUST_TLS__KEY=/pki/key.pem``), and
-   ``FEDCLUST_<ARRAY>`` holding JSON for a whole top-level value such as
-   ``[[participants]]`` (``FEDCLUST_PARTICIPANTS='[{"id": "a", "token_sha256": "..."}]'``).
+Contracts: values are text converted to the key's type (lists and tables as JSON), then the
+service's usual checks run; ``x`` and ``x_file`` in one layer, or an unknown key of a table the
+service reads, are errors; variables of other tables are ignored. Errors name the variable or
+the file, never a value.
 
-Any key ``x`` may instead be given as ``x_file`` (in the TOML, relative to the file) or
-``FEDCLUST_<TABLE>__<X>_FILE`` (relative to the working directory): the path of a file whose
-stripped content is the value, the Docker and Kubernetes secrets convention. Giving both
-``x`` and ``x_file`` in one layer is an error.
-
-Values from variables and files are text, converted to the key's type (``true``/``false``,
-numbers; lists and tables as JSON); the merged mapping then goes through the service's usual
-checks. A variable of a table the service reads, with a key it does not know, is an error
-naming the variable; variables of other tables are ignored, so one environment can serve
-several processes. Errors name the variable or the file, never a value.
+Design notes: ``docs/services.md`` (§ Settings from the environment).
 """
 
 from __future__ import annotations

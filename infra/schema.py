@@ -1,29 +1,15 @@
 """Schema versions of the services' databases: Alembic migrations run through its Python API.
 
-Each service keeps its revisions in a ``migrations`` package of its own
+Each service keeps its revisions in its own ``migrations`` package
 (``fedclust.coordinator.migrations``, ``fedclust.counting.migrations``; no ``alembic.ini``) and
-its revision in a version table of its own (``alembic_version_coordinator``,
-``alembic_version_counting``): a service pointed at the other's database finds no revision of
-its own there.
+its revision in its own version table (``alembic_version_coordinator``,
+``alembic_version_counting``). :func:`migrate` upgrades a database to head (empty, behind, or
+from before migrations); :func:`ensure_schema` runs at start-up: a database at head is used,
+an empty one created at head, anything else refused with one line saying to run ``migrate``.
+A new revision is a file in the service's ``migrations/versions/`` whose ``down_revision`` is
+the previous head.
 
-- :func:`migrate` (``fedclust coordinator migrate``, ``fedclust counter migrate``) upgrades a
-  database to the newest revision (head): an empty one, one behind, or one written before the
-  services had migrations (the baseline revision brings those to its schema);
-- :func:`ensure_schema` runs at start-up: a database at head is used as it is, an empty one is
-  created at head (the embedded SQLite default needs no setup), anything else is refused with
-  one line saying to run ``migrate``.
-
-Adding a table or a column later is a new file in the service's ``migrations/versions/``
-whose ``down_revision`` is the previous head; ``tests/protocol/test_schema.py`` checks that head
-matches the SQLAlchemy models. Alembic can write it from the models' difference to a database
-at head::
-
-    from alembic import command
-    from sqlalchemy import create_engine
-    from fedclust.coordinator.db import MIGRATIONS
-    with create_engine("sqlite:///at-head.db").begin() as connection:
-        command.revision(MIGRATIONS.config(connection), "add x", rev_id="0002",
-                         autogenerate=True)
+Design notes: ``docs/services.md`` (§ Schema migrations: writing a revision with Alembic).
 """
 
 from __future__ import annotations

@@ -1,39 +1,18 @@
 """TLS for the services and their clients: the ``[tls]`` config table, and mutual TLS.
 
-Every config file may hold a ``[tls]`` table; paths are relative to the config file::
+:class:`TlsSettings` is a ``[tls]`` table (paths relative to the config file): ``certificate``
+and ``key`` (served, or presented as a client), ``ca`` (verifies the servers called; public
+CAs when absent), and for services ``client_ca`` / ``require_client_certificate`` (mutual TLS
+at the handshake), ``participant_auth`` ("token" or "certificate") and, at the counting
+service, ``coordinator_name``. :meth:`TlsSettings.uvicorn_options` serves HTTPS with an h11
+protocol that passes the client certificate chain to the app (the ASGI ``tls`` extension).
 
-    [tls]
-    certificate = "pki/coordinator.pem"    # this process's certificate (PEM) ...
-    key = "pki/coordinator-key.pem"        # ... and its private key
-    ca = "pki/ca.pem"                      # the CA(s) the servers this process calls chain to
-    client_ca = "pki/ca.pem"               # services only: require client certificates
-    require_client_certificate = true      # services only: the same, verified against `ca`
-    participant_auth = "certificate"       # services only: a member's certificate alone
-                                           # identifies it ("token", the default: token too)
-    coordinator_name = "coordinator"       # counting service only: the name the
-                                           # coordinator's certificate carries (the default)
+Contracts: under mutual TLS a certificate must name the principal its bearer token
+authenticates (:func:`certificate_mismatch`); with ``participant_auth = "certificate"`` a
+request without a token is the one current member its certificate names
+(:func:`certified_member`); a revoked member's certificate stops working at once.
 
-A service with ``certificate`` and ``key`` serves HTTPS (:meth:`TlsSettings.uvicorn_options`);
-with ``client_ca`` or ``require_client_certificate`` it also refuses, at the handshake, every
-client without a certificate of that CA (mutual TLS). A client (the participant agent, the
-coordinator calling the counting service, the analyst) verifies ``https://`` servers against
-``ca`` (public CAs when absent) and presents ``certificate`` when the server asks for one.
-
-Under mutual TLS every credential is bound to its holder's certificate: the client
-certificate's subject common name, or a subject-alternative DNS name or URI, must name the
-principal the bearer token authenticates (:func:`certificate_mismatch`) — a participant by
-its id, an analyst or admin by the name configured with its token, the coordinator (at the
-counting service) by ``coordinator_name``. A token stolen from one principal is then
-worthless from any other member of the federation. Uvicorn does not pass the peer
-certificate to the app, so :meth:`TlsSettings.uvicorn_options` serves with an h11 protocol
-that adds the ASGI ``tls`` extension (``scope["extensions"]["tls"]["client_cert_chain"]``) to
-every request.
-
-With ``participant_auth = "certificate"`` the certificate may stand instead of the token: a
-request without a bearer token whose verified certificate names exactly one current member is
-that member's (:func:`certified_member`). A revoked member is no longer a member, so its
-certificate stops working at once, like its token. Analysts and the coordinator (towards the
-counting service) still authenticate with tokens.
+Design notes: ``docs/services.md`` (§ TLS and mutual TLS).
 """
 
 from __future__ import annotations

@@ -1,41 +1,18 @@
 """The participant agent: enrol with the coordinator, fetch tasks, answer them from local rows.
 
-:func:`run_agent` runs next to an organisation's data:
+:func:`run_agent` loads the data once (:mod:`participant.config`), checks them against the
+bounds its policy declares, enrols, then long-polls ``GET /tasks/next`` and answers each task
+with :func:`participant.dispatch.execute` on the job's
+:class:`~participant.local.LocalParticipant`; ``report_count`` sends N_l to the counting
+service only. A job's first task (``declare``) carries its terms, judged by the policy and
+:mod:`participant.rosters`; later tasks must fit them (:mod:`participant.terms`).
+``state_dir/jobs/<job_id>.json`` keeps each job's terms, standardisations and step count
+across restarts. Refusals are :class:`~protocol.wire.messages.RefusalReply` replies; network
+errors and 5xx answers are retried with backoff until ``stop`` is set. Every body is recorded
+in the audit log (:mod:`participant.audit`, fsynced) before it is sent, and no token, count
+or data value is logged.
 
-1. load the data file once (:mod:`participant.config`) and enrol with its width and policy;
-2. long-poll ``GET /tasks/next`` (large values as blob references, each fetched once from
-   ``GET /blobs/{sha256}`` and cached); answer each task with
-   :func:`participant.dispatch.execute` on the job's own
-   :class:`~participant.local.LocalParticipant`, which shares the rows loaded once (read-only;
-   a job's standardisation makes its own z-scored array), and ``POST`` the
-   :class:`~protocol.wire.messages.Contribution`;
-3. a ``report_count`` task sends N_l to the counting service only (the job's ``count_sink``);
-   the coordinator gets an ``ack``.
-
-At start-up the agent checks that its rows satisfy the bounds its policy declares
-(``protocol.maths.declaration``; derived from the rows when not configured) and logs them; every
-job's first task (``declare``) sends them to the coordinator. It carries the job's terms:
-there the policy's protections and roster rule are evaluated (the roster against the rosters
-joined before, ``state_dir/rosters.json``, :mod:`participant.rosters`), and every later task
-of the job must be one those terms allow (:mod:`participant.terms`); a task of a job never
-declared is refused.
-
-Per job, ``state_dir/jobs/<job_id>.json`` keeps its declared terms, the standardisations
-applied (task id, mean, scale) and the number of algorithm-step tasks answered, so a
-restarted agent re-applies the scaling and keeps counting towards ``policy.max_rounds``; a
-re-delivered task (same id) is answered again without being applied or counted twice. Steps
-beyond ``max_rounds``, tasks outside the policy or the job's terms and tasks the data cannot
-answer get a :class:`~protocol.wire.messages.RefusalReply` with the reason. Network errors and
-5xx answers are retried with exponential backoff; the agent stops, between requests, once
-``stop`` is set. It logs to ``fedclust.participant``, never a token, a count or a data
-value — except, for its operator only, how many values exceeded a declared bound and by how
-much (``dispatch.over_bound_refusal``), which the coordinator never learns.
-
-Every request body the agent sends (enrolment, contributions including refusals, count
-reports) is serialised once, recorded in the participant's audit log
-(:mod:`participant.audit`: recipient, fields, shapes, protection and the SHA-256 of those
-exact bytes; fsynced) and then sent as those bytes. A retry resends the same bytes, recorded
-once.
+Design notes: ``docs/participant.md`` (§ The agent).
 """
 
 from __future__ import annotations
@@ -44,7 +21,6 @@ import contextlib
 import json
 import logging
 import math
-import random
 import threading
 import time
 from collections import OrderedDict
@@ -58,6 +34,14 @@ import httpx
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    retry_if_result,
+    wait_exponential,
+    wait_random_exponential,
+)
 
 from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import IdentityKey
@@ -101,7 +85,6 @@ OVER_BOUND_BEFORE: Final = (
     "declaration implies, so its declaration does not hold: it takes no further part in the "
     "job: refused."
 )
-_JITTER: Final = random.Random()  # retry delays, not secrets
 #: An idle agent anchors its audit log's head at the coordinator at most this often (s).
 AUDIT_ANCHOR_SECONDS: Final = 30.0
 #: 2: the job's declared terms (a version 1 file loads without); 3: the held centers' bounds
@@ -873,37 +856,41 @@ class _Agent:
         A ``body`` is serialised once, recorded in the audit log just before it is first
         sent, and every attempt sends those bytes.
         """
-        delay = self._retry_initial
-        content = None if body is None else body.message.model_dump_json().encode("utf-8")
-        if content is not None:
+        if self._stop.is_set():
+            raise _StoppedError
+        if body is not None:
+            content = body.message.model_dump_json().encode("utf-8")
+            self._audit.record(
+                job=body.job, task_id=body.task_id, recipient=body.recipient,
+                what=body.what, kind=body.kind, body=content,
+            )
             kwargs["content"] = content
             kwargs["headers"] = {"Content-Type": "application/json"}
-        recorded = False
-        while True:
-            if self._stop.is_set():
-                raise _StoppedError
-            if body is not None and content is not None and not recorded:
-                self._audit.record(
-                    job=body.job, task_id=body.task_id, recipient=body.recipient,
-                    what=body.what, kind=body.kind, body=content,
-                )
-                recorded = True
-            try:
-                response = client.request(method, url, **kwargs)
-            except httpx.TransportError as exc:  # the text names e.g. a TLS verification error
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                if response.status_code < 500 and response.status_code != 429:
-                    return response
-                problem = f"HTTP {response.status_code}"
-            wait = delay * _JITTER.uniform(0.5, 1.0)  # spread the retries of many agents
+
+        def log_retry(state: RetryCallState) -> None:
             log.warning(
                 "%s to %s failed (%s); retrying in %.1f s", what,
-                client.build_request(method, url).url.copy_with(query=None), problem, wait,
+                client.build_request(method, url).url.copy_with(query=None), _problem(state),
+                state.upcoming_sleep,
             )
-            if self._stop.wait(wait):
-                raise _StoppedError
-            delay = min(2 * delay, self._retry_max)
+
+        # Half of the doubling delay d fixed plus up to half at random, d·U(½, 1): spreads
+        # the retries of many agents.
+        half_initial, half_max = self._retry_initial / 2, self._retry_max / 2
+        retrying = Retrying(
+            wait=wait_exponential(multiplier=half_initial, max=half_max)
+            + wait_random_exponential(multiplier=half_initial, max=half_max),
+            retry=retry_if_exception_type(httpx.TransportError)
+            | retry_if_result(lambda r: r.status_code >= 500 or r.status_code == 429),
+            sleep=self._sleep_unless_stopped,
+            before_sleep=log_retry,
+        )
+        return retrying(client.request, method, url, **kwargs)
+
+    def _sleep_unless_stopped(self, seconds: float) -> None:
+        """Wait ``seconds`` between attempts; raise _StoppedError once the agent is stopped."""
+        if self._stop.wait(seconds):
+            raise _StoppedError
 
 
 @dataclass(frozen=True)
@@ -929,6 +916,16 @@ def _detail(response: httpx.Response) -> str:
             str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail
         )
     return str(detail)[:500]
+
+
+def _problem(state: RetryCallState) -> str:
+    """What failed in a request's last attempt: the network error (its text names e.g. a TLS
+    verification error) or the HTTP status."""
+    assert state.outcome is not None
+    exc = state.outcome.exception()
+    if exc is None:
+        return f"HTTP {state.outcome.result().status_code}"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _clip(reason: str) -> str:

@@ -1,42 +1,16 @@
 """The participant's audit log: an append-only, hash-chained record of everything it sends.
 
-One JSON line per request body the agent sends, in canonical form (keys sorted, no
-spaces, ASCII)::
+:class:`AuditLog` writes one canonical JSON line (keys sorted, no spaces, ASCII) per request
+body, flushed and fsynced before the body is sent: ``seq``, ``prev`` (SHA-256 of the previous
+line, :data:`GENESIS` first), ``hash`` (of this record without ``hash``), ``sig`` (Ed25519 over
+``hash``), ``sha256`` of the exact bytes sent, and the recipient, job, kind and fields' names,
+shapes and protection — never a value. :func:`verify` reports the first broken line and is
+fail-closed: :attr:`VerifyReport.verified` only when both the signatures (``public_key``) and
+the coordinator's receipts of the log's head (``receipts``) were checked. :func:`show`
+summarises what was revealed, to whom, in what form.
 
-    {"fields": [{"name": "reply.u_sum", "protection": "plain", "shape": [3]}, ...],
-     "hash": "<sha256>", "job": "job-1", "kind": "fcm_sums", "prev": "<sha256>",
-     "recipient": "coordinator", "seq": 7, "sha256": "<sha256 of the body bytes>",
-     "task_id": 4, "time": "2026-11-22T04:00:00.000000+00:00", "what": "contribution"}
-
-- ``seq`` is the line number (1, 2, ...); ``prev`` is the SHA-256 of the previous line's
-  canonical JSON (:data:`GENESIS` for the first line) and ``hash`` the SHA-256 of this
-  record's canonical JSON without ``hash``. Changing, deleting, inserting or reordering a
-  line breaks the chain at that line, which :func:`verify` reports.
-- ``sha256`` is the digest of the exact bytes sent; the log holds names and shapes, never a
-  value, so it can be shown to an auditor as is.
-- Every line is flushed and fsynced before the body is sent. Opening an existing log checks
-  its last line and continues its chain.
-
-A chain alone proves nothing against whoever can write the file: a truncated or emptied log,
-or one edited and re-chained, is still a chain. Two anchors close that:
-
-- ``sig``: the agent signs each line's ``hash`` with its Ed25519 identity key, whose public
-  half the coordinator registered at enrolment. A line rewritten without that key fails
-  ``verify(public_key=...)``.
-- Receipts: now and then the agent sends the coordinator its head (line number and the
-  SHA-256 of that line's text, signed); the coordinator keeps it with the time it arrived.
-  ``verify(receipts=...)`` checks that every line a receipt names is still there, unchanged,
-  so a truncated, emptied or rewritten log fails even against whoever holds the key.
-
-Verification fails closed: a log whose chain is intact is *verified* only when both anchors
-were checked (:attr:`VerifyReport.verified`); without either it is unverified.
-
-What it does not prove: that the agent recorded everything it sent (the agent's own code is
-trusted to record before sending), nor anything about lines written after the last receipt
-by someone holding the identity key.
-
-:func:`show` answers "what did we reveal, to whom, in what form": per job, per recipient,
-per kind of message, the fields with their shapes and protection and the number of messages.
+Design notes: ``docs/participant.md`` (§ The audit log: format, anchors, what it does not
+prove).
 """
 
 from __future__ import annotations

@@ -1,68 +1,19 @@
 """The participant agent's configuration, read from ``participant.toml``.
 
-::
+Tables: ``[participant]`` (id, coordinator_url, counting_url, token, state_dir, audit_log,
+identity_key), ``[tls]`` (optional, :mod:`fedclust.infra.tls`), ``[peers]`` (optional: peers'
+Ed25519 identity keys), ``[data]`` (path, columns, label_column, stream, memory_mb, missing,
+decimal, encoding) and ``[policy]`` (optional: :class:`~participant.policy.Policy`; its
+``row_bound`` and ``value_bound`` default to "auto", derived from the data and declared in the
+clear). :class:`ParticipantConfig` is the parsed file; :class:`DataSource` its data.
 
-    [participant]
-    id = "hospital-a"
-    coordinator_url = "http://127.0.0.1:8700"
-    counting_url = "http://127.0.0.1:8701"
-    token = "<this participant's bearer token>"   # or absent: the token enrolment wrote
-                                            # (fedclust participant enrol) in
-                                            # <state_dir>/participant.token; with neither,
-                                            # the [tls] certificate alone (services with
-                                            # participant_auth = "certificate")
-    state_dir = "state-hospital-a"          # default: state-<id>
-    audit_log = "audit-hospital-a.jsonl"    # default: audit-<id>.jsonl (participant.audit)
-    identity_key = "identity-hospital-a.key" # default: identity-<id>.key, created if absent
+Contracts: relative paths resolve against the config file's folder; every error (a
+``ValueError``) names the file and the key; the token never appears in a message or a repr.
+:meth:`ParticipantConfig.load` lays the environment over the file, or reads it alone
+(:mod:`fedclust.infra.config_env`). Data: CSV, gzip CSV and ARFF
+(:func:`fedclust.data.loaders.load_dataset`), ``.npy`` (no pickles), Parquet with ``pyarrow``.
 
-    [tls]                                   # optional: https:// services (infra.tls)
-    ca = "pki/ca.pem"                       # the CA the services' certificates chain to
-    certificate = "pki/hospital-a.pem"      # mutual TLS: this organisation's certificate
-    key = "pki/hospital-a-key.pem"
-
-    [peers]                                 # optional: peers' identity keys known up front
-    hospital-b = "<base64 Ed25519 public key>"   # (else pinned when first seen)
-
-    [data]
-    path = "hospital-a.csv"                 # CSV, gzip CSV, ARFF, .npy or .parquet
-    columns = ["x", "y"]                    # optional; .npy: column indices
-    label_column = "label"                  # optional; .npy: an index. Integer class labels
-                                            # for model-based jobs (fed-distill); never a feature
-    stream = false                          # optional: true re-reads the file in chunks for
-                                            # every statistic instead of holding it in memory
-    memory_mb = 256                         # optional: the chunks' memory budget
-    missing = "fail"                        # optional: "drop" leaves out rows with a blank,
-                                            # NA or NaN feature (CSV/ARFF, not streamed)
-    decimal = "."                           # optional: "," for 3,14 (CSV, not streamed)
-    encoding = "utf-8"                      # optional: the CSV's text encoding (not streamed)
-
-    [policy]                                # optional; defaults: participant.policy.Policy
-    allowed_algorithms = ["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed"]
-    min_cluster_size = 2
-    enforce_fcm_rule = true
-    max_rounds = 1000
-    row_bound = "auto"                      # or a power of two R: R/2 < rows <= R
-    value_bound = "auto"                    # or B > 0: |x| <= B for every raw value
-    rosters = "min_difference"              # or "any", or "fixed" with accepted_rosters
-    roster_min_difference = 3               # "min_difference": smallest nonzero difference
-    # accepted_rosters = [["hospital-a", "hospital-b", "hospital-c"]]   # "fixed" only
-    roster_members = "any"                  # or "known": every other member in [peers]
-    protections = ["masking", "paillier"]   # add "none" to take part in unprotected jobs
-
-``row_bound`` and ``value_bound`` are declared to every coordinator in the clear
-(``protocol.maths.declaration``); "auto" (the default) derives them from the data when it is
-loaded, which discloses the bucket of the row count and the binary order of magnitude of
-the largest value. The agent checks at start-up that the data satisfy the declaration.
-
-Relative paths resolve against the config file's folder. Every error names the file and
-the key; the token never appears in a message or a repr. :meth:`ParticipantConfig.load` lays
-the environment over the file (or reads it alone): ``FEDCLUST_PARTICIPANT__TOKEN``, or
-``token_file`` / ``FEDCLUST_PARTICIPANT__TOKEN_FILE`` naming a file holding it,
-``FEDCLUST_DATA__PATH``, ``FEDCLUST_POLICY__ALLOWED_ALGORITHMS`` and
-``FEDCLUST_POLICY__PROTECTIONS`` (JSON), ``FEDCLUST_PEERS``
-(a JSON object), ...; see :mod:`fedclust.infra.config_env`. Data files: CSV, gzip CSV and ARFF
-via :func:`fedclust.data.loaders.load_dataset`; ``.npy`` via :func:`numpy.load` (no pickles);
-Parquet only when ``pyarrow`` is installed.
+Design notes: ``docs/participant-config.md`` (§ ``participant.toml``: every key and default).
 """
 
 from __future__ import annotations
@@ -85,12 +36,12 @@ from fedclust.infra.config_env import EnvSchema, tls_schema
 from fedclust.infra.config_toml import only_keys
 from fedclust.infra.tls import CLIENT_KEYS, TlsSettings
 from fedclust.participant.policy import (
-    ALGORITHMS,
     PROTECTIONS,
     ROSTER_MEMBERS,
     ROSTER_RULES,
     Policy,
 )
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import is_power_of_two
 from fedclust.protocol.maths.rows import (
     DEFAULT_BUDGET_BYTES,
@@ -402,11 +353,12 @@ def _policy(table: Mapping[str, Any], *, peers: Mapping[str, str]) -> Policy:
         names = table["allowed_algorithms"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError(f"{where} allowed_algorithms must be a list of algorithm names.")
-        unknown = sorted(set(names) - ALGORITHMS)
+        known = algorithms.names()
+        unknown = sorted(set(names) - set(known))
         if unknown:
             raise ValueError(
                 f"{where} allowed_algorithms has unknown algorithm(s) "
-                f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(ALGORITHMS))}."
+                f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}."
             )
         if not names:
             raise ValueError(f"{where} allowed_algorithms must name at least one algorithm.")

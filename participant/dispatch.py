@@ -16,7 +16,6 @@ from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray
 from fedclust.crypto.fixedpoint import BoundError
 from fedclust.participant.local import LocalParticipant
-from fedclust.participant.model_tasks import MODEL_TASKS
 from fedclust.protocol.wire import messages as msg
 
 log = logging.getLogger("fedclust.participant")
@@ -112,57 +111,6 @@ def over_bound_refusal(exc: BoundError, *, participant: str, job: str) -> msg.Re
 def answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
     """The reply of ``local`` to one computation (policy of the job already checked)."""
     try:
-        return _answer(local, spec)
+        return local.answer(spec)
     except RefusedError as exc:
         return msg.RefusalReply(reason=str(exc))
-
-
-def _answer(local: LocalParticipant, spec: msg.TaskSpec) -> msg.Reply:
-    if isinstance(spec, MODEL_TASKS):
-        if local.model_tasks is None:
-            raise RefusedError("this participant takes part in no model-based jobs.")
-        reply: msg.Reply = local.model_tasks.answer(spec)
-        return reply
-    match spec:
-        case msg.MomentSumsTask(shift=shift):
-            return msg.MomentSumsReply.of(
-                local.moment_sums(None if shift is None else shift.to_numpy())
-            )
-        case msg.ApplyStandardisationTask(mean=mean, scale=scale):
-            local.apply_standardisation(mean.to_numpy(), scale.to_numpy())
-            return msg.AckReply()
-        case msg.ReportCountTask():
-            local.report_count()
-            return msg.AckReply()
-        case msg.DeclareTask(terms=terms):
-            return msg.DeclarationReply.of(local.declare(terms))
-        case msg.FcmSumsTask(centers=centers, m=m):
-            return msg.FcmSumsReply.of(local.fcm_sums(centers.to_numpy(), m=m))
-        case msg.LocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
-            return msg.LocalFcmReply.of(
-                local.local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
-            )
-        case msg.FuzzyDbSumsTask(centers=centers, m=m, q=q):
-            return msg.FuzzyDbSumsReply.of(local.fuzzy_db_sums(centers.to_numpy(), m=m, q=q))
-        case msg.SilhouetteSumsTask(centers=centers):
-            return msg.SilhouetteSumsReply.of(local.silhouette_sums(centers.to_numpy()))
-        case msg.KfedCentersTask(k_local=k_local, seed=seed):
-            return msg.KfedCentersReply(
-                centers=msg.WireArray.of(local.kfed_centers(k_local, seed=seed))
-            )
-        case msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed):
-            return msg.LocalKReply(k=local.local_k(k_min, k_max, m=m, seed=seed))
-        case msg.HoldLocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
-            local.hold_local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
-            return msg.AckReply()
-        case msg.HoldKmeansInitTask(k=k, seed=seed):
-            local.hold_kmeans_init(k, seed=seed)
-            return msg.AckReply()
-        case msg.HoldKmeansStepTask(centers=centers):
-            local.hold_kmeans_step(centers.to_numpy())
-            return msg.AckReply()
-        case msg.CenterSumsTask(centers=centers):
-            return msg.CenterSumsReply.of(local.center_sums(centers.to_numpy()))
-        case msg.CenterScatterTask(centers=centers):
-            return msg.CenterScatterReply.of(local.center_scatter(centers.to_numpy()))
-    raise RefusedError(f"this participant does not answer {spec.kind!r} tasks")

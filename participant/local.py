@@ -22,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray, check_centers
+from fedclust.participant.model_tasks import MODEL_TASKS
 from fedclust.participant.policy import Policy
 from fedclust.protocol.maths import (
     center_kmeans,
@@ -36,6 +37,7 @@ from fedclust.protocol.maths import (
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.rows import Rows, RowSource, as_rows, as_source, largest_magnitude
+from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.messages import JobCreate
 
 
@@ -77,7 +79,7 @@ class LocalParticipant:
         self._count_sink = count_sink
         self._held: tuple[center_kmeans.LocalPoints, float] | None = None
         #: The model-based tasks' handler (``participant.model_tasks.ModelTasks``), set by
-        #: the agent when the data has labels; ``participant.dispatch`` routes those tasks to it.
+        #: the agent when the data has labels; :meth:`answer` routes those tasks to it.
         self.model_tasks: Any = None
 
     @property
@@ -102,6 +104,11 @@ class LocalParticipant:
         if self.name not in terms.participants:
             raise RefusedError("this participant is not on the job's roster: refused.")
         return self.declaration
+
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to one task (its job's policy and terms already checked); a refusal
+        raises RefusedError (:func:`reply_to`)."""
+        return reply_to(self, spec)
 
     # -- counting service only ------------------------------------------------------------
     def report_count(self) -> None:
@@ -246,3 +253,58 @@ class LocalParticipant:
     def assign(self, centers: ArrayLike) -> NDArray[np.intp]:
         """Hard assignment of the local rows to the nearest center."""
         return nearest(self._in_memory().X, self._centers(centers))
+
+
+def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
+    """The reply to one task from ``computations``, a :class:`LocalParticipant` or any object
+    with the same computation methods (the tests' stand-ins); a refusal raises RefusedError.
+    The one place a task meets its computation: the agent, the simulator and the plain
+    summation all ask through it."""
+    if isinstance(spec, MODEL_TASKS):
+        if computations.model_tasks is None:
+            raise RefusedError("this participant takes part in no model-based jobs.")
+        reply: msg.Reply = computations.model_tasks.answer(spec)
+        return reply
+    match spec:
+        case msg.MomentSumsTask(shift=shift):
+            return msg.MomentSumsReply.of(
+                computations.moment_sums(None if shift is None else shift.to_numpy())
+            )
+        case msg.ApplyStandardisationTask(mean=mean, scale=scale):
+            computations.apply_standardisation(mean.to_numpy(), scale.to_numpy())
+            return msg.AckReply()
+        case msg.ReportCountTask():
+            computations.report_count()
+            return msg.AckReply()
+        case msg.DeclareTask(terms=terms):
+            return msg.DeclarationReply.of(computations.declare(terms))
+        case msg.FcmSumsTask(centers=centers, m=m):
+            return msg.FcmSumsReply.of(computations.fcm_sums(centers.to_numpy(), m=m))
+        case msg.LocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
+            return msg.LocalFcmReply.of(
+                computations.local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
+            )
+        case msg.FuzzyDbSumsTask(centers=centers, m=m, q=q):
+            return msg.FuzzyDbSumsReply.of(computations.fuzzy_db_sums(centers.to_numpy(), m=m, q=q))
+        case msg.SilhouetteSumsTask(centers=centers):
+            return msg.SilhouetteSumsReply.of(computations.silhouette_sums(centers.to_numpy()))
+        case msg.KfedCentersTask(k_local=k_local, seed=seed):
+            return msg.KfedCentersReply(
+                centers=msg.WireArray.of(computations.kfed_centers(k_local, seed=seed))
+            )
+        case msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed):
+            return msg.LocalKReply(k=computations.local_k(k_min, k_max, m=m, seed=seed))
+        case msg.HoldLocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
+            computations.hold_local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
+            return msg.AckReply()
+        case msg.HoldKmeansInitTask(k=k, seed=seed):
+            computations.hold_kmeans_init(k, seed=seed)
+            return msg.AckReply()
+        case msg.HoldKmeansStepTask(centers=centers):
+            computations.hold_kmeans_step(centers.to_numpy())
+            return msg.AckReply()
+        case msg.CenterSumsTask(centers=centers):
+            return msg.CenterSumsReply.of(computations.center_sums(centers.to_numpy()))
+        case msg.CenterScatterTask(centers=centers):
+            return msg.CenterScatterReply.of(computations.center_scatter(centers.to_numpy()))
+    raise RefusedError(f"this participant does not answer {spec.kind!r} tasks")

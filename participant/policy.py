@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import (
     Declaration,
     is_power_of_two,
@@ -23,8 +24,6 @@ from fedclust.protocol.maths.declaration import (
     value_bucket,
 )
 from fedclust.protocol.wire.messages import ProtectionScheme
-
-ALGORITHMS = frozenset({"ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"})
 
 RosterRule = Literal["any", "fixed", "min_difference"]
 ROSTER_RULES: Final[tuple[RosterRule, ...]] = ("any", "fixed", "min_difference")
@@ -43,34 +42,28 @@ class Policy:
 
     Attributes:
         allowed_algorithms: algorithms this participant takes part in.
-        min_cluster_size: p of Garst & Reinders — a cluster with fewer points is never
-            reported (default 2, the paper's).
+        min_cluster_size: p of Garst & Reinders: smaller clusters are never reported (2).
         enforce_fcm_rule: refuse exact-sum FCM when N <= C(F+1)/F (Corcuera Bárcena et al.
-            §4.2: otherwise the coordinator could solve for the points).
+            §4.2).
         max_rounds: the most rounds of one run this participant answers.
-        row_bound: the declared bucket of the row count, a power of two R with
-            R/2 < N_l <= R; None derives it from the rows (a disclosure).
-        value_bound: the declared bound B on |x| of every raw value; None derives it from
-            the rows (the power of two at or above max|x|, at least 1; a disclosure).
-        rosters: which job rosters this participant joins (:meth:`require_roster`):
-            "any"; "fixed" (only those in ``accepted_rosters``); "min_difference" (the
-            default: none whose symmetric difference with a roster joined before is between
-            1 and ``roster_min_difference`` - 1 participants, since totals over two rosters
-            that differ by fewer than a cohort reveal the differing participants' statistics
-            by difference).
+        row_bound: declared bucket R (a power of two, R/2 < N_l <= R); None: from the rows.
+        value_bound: declared bound B on every raw |x|; None: from the rows (the power of two
+            at or above max|x|, at least 1).
+        rosters: the roster rule of :meth:`require_roster`: "any", "fixed" (only
+            ``accepted_rosters``) or "min_difference" (default: no symmetric difference of
+            1 to ``roster_min_difference`` - 1 with a roster joined before).
         accepted_rosters: the rosters of rule "fixed".
-        roster_min_difference: the smallest nonzero difference rule "min_difference"
-            accepts (>= 2; default 3, the minimum cohort of a protected sum).
-        roster_members: "any" (the default) or "known": a roster whose other members are
-            not all in ``known_peers`` is refused, so members the coordinator's operator
-            invented cannot isolate this participant in a small roster.
-        known_peers: the organisations this participant knows up front (its ``[peers]``
-            table: their identity keys are pinned, ``participant.secure.PeerPins``).
-        protections: the protections of the jobs this participant takes part in (default
-            "masking" and "paillier": "none" only where the organisation opts in).
+        roster_min_difference: the smallest nonzero difference accepted (>= 2; default 3).
+        roster_members: "any" (default) or "known": every other member in ``known_peers``.
+        known_peers: the organisations of the ``[peers]`` table (keys pinned, ``PeerPins``).
+        protections: accepted job protections (default "masking" and "paillier").
+
+    Design notes: ``docs/participant-config.md`` (§ The local policy).
     """
 
-    allowed_algorithms: frozenset[str] = ALGORITHMS
+    allowed_algorithms: frozenset[str] = field(
+        default_factory=lambda: frozenset(algorithms.names())
+    )
     min_cluster_size: int = 2
     enforce_fcm_rule: bool = True
     max_rounds: int = 1000

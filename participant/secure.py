@@ -1,29 +1,16 @@
 """A participant's side of the secure sums of one job (SecAgg+ masking, ``crypto.masking``).
 
-The coordinator sets up keys once per group of participants that sums together (usually the
-whole job, numbered ``setup``), then runs each secure sum in two stages, each a task to
-every member (``protocol.wire.messages.Secure*Task``); :class:`SecureSession` answers:
+:class:`SecureSession` answers the stages (``protocol.wire.messages.Secure*Task``):
+``secure_setup`` (the roster and the peers' pinned keys checked, :class:`PeerPins`; keys made),
+``secure_graph`` (peers' signed keys verified, the graph derived, neighbour keys agreed, its
+digest answered), ``secure_input`` (a newer round and the cohort checked; the statistic
+computed as the plain task would, encoded under its declared bound and words, masked; a value
+over its bound is a fatal refusal, ``dispatch.over_bound_refusal``) and ``secure_unmask`` (the
+asked seed shares or round keys, never both for one peer). With a ``keys_dir`` the keys and
+every answer are saved (mode 0600) before the answer leaves, so a restarted agent answers
+alike. A failed check is a refusal, and nothing is answered after it.
 
-- ``secure_setup`` (once per setup): check the roster (this participant in it) and the
-  peers' identity keys against the ones pinned earlier (:class:`PeerPins`), make the keys;
-- ``secure_graph`` (once per setup): verify every peer's signed keys, derive the masking
-  graph, agree keys with the neighbours, answer the graph's digest;
-- ``secure_input``: check the round is newer than any begun (across restarts too) and the
-  cohort, compute the asked statistic on the local rows (the same computation as the plain
-  task), encode each field in Z_2^(64·w) (its declared words w) under its declared bound and
-  answer it masked; a value over its bound is a fatal refusal saying nothing of the data
-  (``dispatch.over_bound_refusal``);
-- ``secure_unmask``: answer the seed shares and round keys the request asks for
-  (``MaskingClient.unmask`` refuses both kinds for one peer, and any contradiction).
-
-With a ``keys_dir`` (the agent's state folder of the job) each setup's keys are saved there
-(mode 0600) once its graph is derived, and every stage's answer, with the round in progress
-(its own seed share), before the answer leaves. A restarted agent so gives a re-asked stage
-the same answer, unmasks the round it had begun and masks the job's later sums; without a
-``keys_dir`` it drops out of a sum in progress and the coordinator recovers the sum without
-it. No long-term key is ever disclosed (only per-round keys), so a dropout of one sum may
-mask the next. Any failed check is a refusal whose reason the coordinator shows; nothing is
-answered after a failed check.
+Design notes: ``docs/secure-sums.md`` (§ A participant's side).
 """
 
 from __future__ import annotations

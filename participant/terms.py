@@ -1,45 +1,17 @@
 """What a job's declared terms let a coordinator ask: the agent's check of every task.
 
-The ``declare`` task carries the job's terms (the analyst's
-:class:`protocol.wire.messages.JobCreate`, validated by the API's own validators when the task
-is read); the agent keeps them with the job's state and refuses any later task of the job
-they do not allow, before computing anything. The check is a function of the task and the
-terms only, never of the rows, so a refusal answers no question about the data (a
-coordinator cannot probe N_l with crafted ``local_k`` or ``fcm_sums`` tasks):
+The ``declare`` task carries the job's terms (:class:`protocol.wire.messages.JobCreate`); the
+agent keeps them and :func:`require_task` refuses (``RefusedError``), before computing
+anything, every later task they do not allow: another algorithm, a kind the job's algorithm
+does not send (``protocol.algorithms``), another protection (a sum-type statistic only inside
+the job's scheme's stages; bare sums only for groups under :data:`MIN_MASKED_GROUP`), a K
+outside the declared ones. Two more rules hold each task to the participant's own
+declaration (:class:`OwnBounds`: R/2 < N_l <= R, |x| <= B): a local clustering with
+K > R/2 + 1 centers is refused (``protocol.wire.bounds.rows_allow_k``), and a secure-sum field
+must be encoded under at least :func:`encoding_floor`. Every check is a function of the task,
+the terms and the declaration, never of the rows, so a refusal reveals nothing of the data.
 
-- the task's algorithm is the job's;
-- its kind is one the job's algorithm sends (:data:`ALGORITHM_KINDS`): local centers
-  (``local_fcm``, ``kfed_centers``) only for the algorithms that send them by design
-  (fedfcm-avg, kfed); ``apply_standardisation`` only if the job standardises (its
-  ``moment_sums`` also give the fuzzy algorithms' initial box and the N of those left after
-  a dropout, so they are part of every K sweep); ``local_k`` only if it declared a
-  ``local_k_range``;
-- its protection is the job's: under "masking" a sum-type statistic (``SumTaskSpec``) travels
-  only inside a masking stage, under "paillier" only inside a Paillier input, and the other
-  scheme's stages are refused; under "none" the secure stages are refused. Under "masking"
-  the model-based drivers send the sums of groups too small to mask (fewer than
-  :data:`MIN_MASKED_GROUP` members) in the clear, as the job's result states: a bare
-  ``fedcref_fedavg`` is answered only for such a group (its ``members``); a bare
-  ``distill_soft`` names no group, so it cannot be checked and is answered (soft predictions
-  on the public set, and the constant 1);
-- its K within the declared ones: a task's centers at most the largest declared K (a sweep
-  validates fewer centers when clusters are empty), a ``k`` of seeding or k-FED among the
-  declared K, ``local_k``'s range inside ``local_k_range``, FedCRef's local K as declared.
-
-The terms are the coordinator's, so two more rules hold every task to the participant's OWN
-declaration (:class:`OwnBounds`: row_bound R with R/2 < N_l <= R, value_bound B), the rules
-the coordinator's API applies to every declaration (``protocol.wire.bounds``):
-
-- a local clustering with K centers (``local_k``'s k_max, the centers of ``local_fcm`` and
-  ``hold_local_fcm``, ``hold_kmeans_init``'s k, ``kfed_centers``' k_local, the given K of
-  FedCRef's initial k-means) needs N >= K: refused when K > R/2 + 1, the fewest rows the
-  bucket allows (``protocol.wire.bounds.rows_allow_k``);
-- every field of a secure sum (``secure_input``, ``paillier_input``) must be encoded under a
-  bound at least the one :func:`protocol.wire.bounds.field_bounds` gives at N = R and B = the
-  task's B (:func:`encoding_floor`): values true to the declaration then never exceed their
-  bound, so the fatal over-bound refusal (``participant.dispatch.over_bound_refusal``)
-  happens only when the declaration itself is false, and a coordinator cannot learn N_l by
-  moving a bound across it.
+Design notes: ``docs/declarations.md`` (§ The participant's check of every task).
 """
 
 from __future__ import annotations
@@ -50,6 +22,7 @@ from typing import Final, get_args
 
 from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import DEFAULT_MIN_COHORT
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.bounds import (
@@ -61,7 +34,7 @@ from fedclust.protocol.wire.bounds import (
 )
 
 __all__ = [
-    "ALGORITHM_KINDS", "MIN_MASKED_GROUP", "SUM_KINDS", "OwnBounds", "encoding_floor",
+    "MIN_MASKED_GROUP", "SUM_KINDS", "OwnBounds", "encoding_floor",
     "held_bounds", "require_task",
 ]
 
@@ -72,26 +45,6 @@ SUM_KINDS: Final[frozenset[str]] = frozenset(
 #: The fewest members of a group the model-based drivers mask (the masking cohort minimum).
 MIN_MASKED_GROUP: Final = DEFAULT_MIN_COHORT
 
-_SWEEP: Final = frozenset(
-    {"declare", "report_count", "moment_sums", "apply_standardisation", "local_k",
-     "fuzzy_db_sums", "silhouette_sums"}
-)
-_CENTER_KMEANS: Final = frozenset({"center_sums", "center_scatter"})
-#: The task kinds (secure stages aside) each algorithm's job sends.
-ALGORITHM_KINDS: Final[dict[str, frozenset[str]]] = {
-    "ffcm": _SWEEP | {"fcm_sums"},
-    "fedfcm": _SWEEP | _CENTER_KMEANS | {"hold_local_fcm"},
-    "fedfcm-avg": _SWEEP | {"local_fcm"},
-    "fkm": _SWEEP | _CENTER_KMEANS | {"hold_kmeans_init", "hold_kmeans_step"},
-    "kfed": _SWEEP | {"kfed_centers"},
-    "fed-distill": frozenset(
-        {"declare", "distill_train", "distill_counts", "distill_soft", "distill_step"}
-    ),
-    "fedcref": frozenset(
-        {"declare", "fedcref_init", "fedcref_train", "fedcref_models", "fedcref_scores",
-         "fedcref_fedavg", "fedcref_refine"}
-    ),
-}
 _STAGES: Final[dict[str, frozenset[str]]] = {
     "masking": frozenset({"secure_setup", "secure_graph", "secure_input", "secure_unmask"}),
     "paillier": frozenset({"paillier_input"}),
@@ -228,7 +181,7 @@ def _local_k(spec: msg.TaskSpec) -> int | None:
 
 def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> None:
     """The kind and the K of one computation against the terms and the declaration."""
-    if spec.kind not in ALGORITHM_KINDS[terms.algorithm]:
+    if spec.kind not in algorithms.get(terms.algorithm).tasks:
         raise _refusal(f"a {terms.algorithm!r} job sends no {spec.kind!r} task")
     match spec:
         case msg.ApplyStandardisationTask() if not terms.standardise:

@@ -27,8 +27,8 @@ from fedclust.coordinator.db import Database
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystRole, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
-from fedclust.infra.body_limit import bearer_token
-from fedclust.infra.tls import certificate_mismatch, certified_member
+from fedclust.infra.auth import ParticipantIdentity, bound_caller
+from fedclust.infra.tls import TlsSettings
 from fedclust.protocol.wire.messages import ErrorDetail
 
 __all__ = [
@@ -60,17 +60,11 @@ class AnalystIdentity:
         owners were recorded, seen by every analyst as before)."""
         return self.role == "admin" or owner is None or owner == self.name
 
-
-@dataclass(frozen=True)
-class ParticipantIdentity:
-    """An authenticated participant; under mutual TLS its certificate must carry ``id``."""
-
-    id: str
+    def certificate_name(self, tls: TlsSettings) -> tuple[str, str]:
+        return self.role, self.name
 
 
 Identity = AnalystIdentity | ParticipantIdentity
-
-_UNAUTHENTICATED: Final = {"WWW-Authenticate": "Bearer"}
 
 
 class Authenticator:
@@ -142,37 +136,15 @@ class Authenticator:
         return self._by_digest.get(token_sha256(token)) if token else None
 
     def caller(self, scope: Mapping[str, Any]) -> Identity:
-        """The principal a request authenticates as, its token bound to its certificate.
-
-        The holder of a known bearer token; without a token, the member its client
-        certificate alone names where ``[tls] participant_auth = "certificate"``
-        (:func:`certified_member`); else 401. Under mutual TLS a token counts only with a
-        certificate naming its holder (:func:`certificate_mismatch`), else 403. The routes
+        """The principal a request authenticates as, its token bound to its certificate
+        (:func:`infra.auth.bound_caller`): 401 without a known bearer token (or a certificate
+        standing for one), 403 with a certificate naming someone else. The routes
         (:func:`authenticate`) and the body guard (before a body is read) both ask this.
         """
-        token = bearer_token(scope.get("headers", []))
-        if token is None:
-            pid = certified_member(scope, tls=self._tls, is_member=self.is_member)
-            if pid is None:
-                raise HTTPException(
-                    status.HTTP_401_UNAUTHORIZED, "a bearer token is required",
-                    headers=_UNAUTHENTICATED,
-                )
-            return ParticipantIdentity(pid)
-        identity = self.identify(token)
-        if identity is None:
-            raise HTTPException(
-                status.HTTP_401_UNAUTHORIZED, "unknown bearer token", headers=_UNAUTHENTICATED
-            )
-        if isinstance(identity, AnalystIdentity):
-            mismatch = certificate_mismatch(
-                scope, identity.name, tls=self._tls, role=identity.role
-            )
-        else:
-            mismatch = certificate_mismatch(scope, identity.id, tls=self._tls)
-        if mismatch is not None:
-            raise HTTPException(status.HTTP_403_FORBIDDEN, mismatch)
-        return identity
+        return bound_caller(
+            scope, tls=self._tls, identify=self.identify, is_member=self.is_member,
+            missing="a bearer token is required", unknown="unknown bearer token",
+        )
 
     def contacted(self, participant: str) -> None:
         """Note an authenticated request from ``participant`` now (kept in memory)."""

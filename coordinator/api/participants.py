@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Request, status
 
 from fedclust.coordinator.api.deps import Analyst, CurrentParticipant, ServicesDep, error_responses
 from fedclust.coordinator.db import ParticipantRecord
-from fedclust.protocol.wire.messages import Algorithm, Enrolment, ParticipantPublic
+from fedclust.protocol.wire.messages import Enrolment, ParticipantPublic
 
 __all__ = ["router"]
 
@@ -20,12 +20,11 @@ def _public(
 ) -> ParticipantPublic:
     if record is None:
         return ParticipantPublic(id=participant_id, enrolled=False, last_contact=last_contact)
-    algorithms: list[Algorithm] = [a for a in record.allowed_algorithms]  # type: ignore[misc]
     return ParticipantPublic(
         id=participant_id,
         enrolled=True,
         n_features=record.n_features,
-        allowed_algorithms=algorithms,
+        allowed_algorithms=list(record.allowed_algorithms),
         enrolled_at=record.enrolled_at,
         identity_key=record.identity_key,
         last_contact=last_contact,

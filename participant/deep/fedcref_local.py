@@ -2,28 +2,16 @@
 
 :class:`FedCRefLocal` keeps the rows X (in [0, 1]), the current local assignment and one
 autoencoder per local cluster. It answers the driver (``coordinator.fedcref``) with models as
-flat float32 vectors, association scores (eq. 2), FedAvg contributions as sums
-(n·θ and n) and, after refinement (Algorithm 2), the agreement of its consecutive
-assignments. Rows, labels and per-sample errors never leave it.
+flat float32 vectors, association scores (eq. 2), FedAvg contributions as sums (n·θ and n)
+and, after refinement (Algorithm 2), the agreement of its consecutive assignments. Rows,
+labels and per-sample errors never leave it. Initial clustering (``initial``): ``"kmeans"``
+(k-means, 10 restarts, on a 32-d autoencoder code; K_i = ``k`` or by silhouette over
+2..``k_max``), ``"labels"`` or ``"dirty"`` (``protocol.maths.fedcref.dirty_labels``). Every
+local model starts from the same weights (:data:`COMMON_INIT_SEED`); refinement drops
+clusters under ``min_cluster_size`` rows. ``y_true`` serves only the simulator's evaluation
+and the dirty clustering; nothing derived from it reaches the driver.
 
-Initial clustering (``initial``):
-- ``"kmeans"``: train one autoencoder on all rows, k-means (10 restarts) on the 32-d code;
-  K_i given (``k``) or chosen by the silhouette score over 2..``k_max``. A participant whose
-  rows hold one class should pass ``k=1`` (the silhouette needs two clusters).
-- ``"labels"``: the given ``labels`` (any values; relabelled 0..K−1).
-- ``"dirty"``: the paper's simulation: ``y_true`` with each label swapped, with probability
-  ``dirtiness``, for another local label (``protocol.maths.fedcref.dirty_labels``).
-
-Local models: every local model of every participant starts from the same initial weights
-(``COMMON_INIT_SEED``, like the common initial model of FedAvg), because a group's FedAvg
-starts from the size-weighted mean of its members' local models and only networks with a
-common start average meaningfully.
-
-Small clusters: refinement never keeps a cluster that wins fewer than ``min_cluster_size``
-rows (its rows go to their best kept model), so clusters are never empty.
-
-``y_true`` is used only by :meth:`FedCRefLocal.fedcref_evaluation` (simulator evaluation) and
-by the dirty initial clustering; nothing derived from it is returned to the driver.
+Design notes: ``docs/fedcref.md`` (§ A participant).
 """
 
 from __future__ import annotations

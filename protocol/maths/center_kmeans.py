@@ -1,46 +1,19 @@
 """k-means over the participants' local centers from summed statistics only: the one server
 procedure of FedFCM's k-means averaging (Stallmann & Wilbik §2.2.1) and of federated k-means
-(Garst & Reinders, Alg. 1, server k-means over the local means weighted by their counts),
-whatever the protection.
+(Garst & Reinders, Alg. 1), whatever the protection.
 
-Each participant keeps its local centers p_l,j with weights w_l,j (1 for FedFCM's unweighted
-k-means, the cluster sizes for federated k-means). For centers C it answers only sums over
-its own points (``participant_center_sums``), per global cluster k,
+A participant holds local centers p_l,j with weights w_l,j and answers, for centers C, only
+sums over them per global cluster k (:func:`participant_center_sums`, :class:`CenterSums`):
+S_k = Σ_{a(j)=k} w·p, W_k = Σ_{a(j)=k} w, the inertia I = Σ_j w·||p − c_a(j)||² and
+n_k = [W_k > 0], with a(j) = argmin_k ||p_l,j − c_k||; and, to split or swap, each cluster's
+scatter and removal cost (:func:`participant_center_scatter`). Summed, they give Lloyd's
+update c_k = ΣS_k / ΣW_k. :func:`center_kmeans` runs Lloyd from ``init`` (or the pooled mean),
+splits clusters along their principal axis until K are non-empty (bisecting k-means searched
+with a beam), then, when seeding, swap moves and iterated local search. Its draws come only
+from ``seed`` and its decisions compare values rounded to 9 digits, so every protection gives
+the same result; a cluster without support is never reported (the result says how many).
 
-    S_k = Σ_{j: a(j) = k} w_l,j · p_l,j,    W_k = Σ_{j: a(j) = k} w_l,j,
-    I = Σ_j w_l,j · ||p_l,j − c_a(j)||²,    n_k = [W_k > 0],    a(j) = argmin_k ||p_l,j − c_k||,
-
-and, to split or swap a cluster (``participant_center_scatter``), the scatter matrix
-Σ_{a(j)=k} w (p − c_k)(p − c_k)ᵀ and the removal cost Σ_{a(j)=k} w (d²_second − d²_own) of
-each cluster. Summed over participants (in the clear, masked or encrypted: the procedure does
-not care), S and W give Lloyd's update c_k = ΣS_k / ΣW_k, I the k-means objective (inertia),
-Σn_k the number of participants whose local centers stand behind center k.
-
-:func:`center_kmeans` is the procedure. It needs no single local center in the clear; its
-only random draws come from its ``seed``, and every decision (which cluster to split, which
-result is best) compares values rounded to 9 significant digits, so the fixed-point rounding
-of a protected sum (< 1e-12 relative) cannot steer it: every protection gives the same
-answer. Several starts always travel in one sum ((S, K, D) centers), so trying candidates
-side by side costs no extra rounds.
-
-1. Start: from ``init`` (the previous global centers) or, without it, from the pooled mean.
-2. Lloyd's algorithm until the centers no longer change (ties to the lowest index).
-3. While there are fewer than K non-empty clusters: drop the empty ones and split a cluster
-   in two along the principal axis of its scatter (c ± δ·v, so the first Lloyd step cuts it
-   by the hyperplane through its mean). Seeding keeps the ``beam`` best clusterings, and the
-   ``split_candidates`` clusters of largest scatter of each are tried: greedy bisecting
-   k-means (Steinbach, Karypis & Kumar 2000) with a global Lloyd after each split, in the
-   spirit of global k-means (Likas, Vlassis & Verbeek 2003), searched with a beam.
-4. Seeding only: swap moves (the center of least removal cost moved into the split of a
-   cluster of large scatter) while they lower the inertia; then iterated local search (Lloyd
-   from random perturbations of the best clustering, kept while they improve it).
-
-A cluster is never reported without support: when the points cannot fill K clusters (fewer
-distinct points than K) the result holds the non-empty ones and says how many are missing.
-On the local centers of FedFCM and federated k-means over the issue's data (motivational,
-xclara, G2, S1, Garst's grid; seeds 0-4) the inertia was never above scikit-learn's k-means++
-with 10 restarts on the stacked points, which needs the points themselves; on unstandardised
-bank data once by 0.23 % (``tests/fedclust/test_protection.py``).
+Design notes: ``docs/center-kmeans.md`` (§ The server procedure from sums).
 """
 
 from __future__ import annotations

@@ -1,42 +1,19 @@
 """Clustered federated distillation of Yang & Tae (2023), "Federated Distillation Methodology
 for Label-Based Group Structures", Appl. Sci. 14(1), 277 — the pure numpy part.
 
-Every client l trains a classifier on its own labelled rows and predicts on a public,
-unlabelled set of n_public rows. Two statistics leave the client:
+Two statistics leave a client l: its count vector c_l ∈ R^L of argmax labels on the public
+set (:func:`participant_label_counts`, disclosed per client) and its soft contribution
+(P_l, 1), the softmax probabilities on the public set and a count
+(:func:`participant_soft_contribution`, sum-type). The coordinator min-max scales each label
+COLUMN of the clients × labels matrix to [0, 1] (:func:`scale_counts`; a constant column
+gives 0), groups the clients by Ward agglomerative clustering under a distance threshold
+(:func:`group_clients`, default 2, the paper's; fewer than two clients form one group) and
+forms each group's teacher T_g = (Σ_{l∈g} P_l) / |g| from the sums (:func:`combine_teacher`);
+:func:`global_groups` is FedDF's single group. Evaluation: :func:`grouping_ari`,
+:func:`group_means`. The contribution keys are :data:`LABEL_COUNTS`, :data:`SOFT_SUM` and
+:data:`COUNT`. The paper's section and equation numbers are not cited (see the notes).
 
-- the **count vector** c_l ∈ R^L: how many public rows its model labels j (argmax of the
-  softmax), j = 1..L (``participant_label_counts``). These are disclosed per client: the
-  grouping needs each one.
-- the **soft-prediction contribution** (P_l, 1): its softmax probabilities P_l on the public
-  set, shape (n_public, L), and a count of 1 (``participant_soft_contribution``). These are
-  sum-type: the coordinator only ever needs Σ_{l∈g} P_l and |g| for a group g, so they can go
-  through secure aggregation.
-
-The coordinator
-
-1. stacks the count vectors into the clients × labels matrix C and min-max scales each
-   COLUMN (label) across clients to [0, 1] (``scale_counts``; the authors use scikit-learn's
-   MinMaxScaler on exactly this matrix). A constant column (every client predicts label j
-   equally often, e.g. never) carries no grouping information and scales to 0 — this is
-   also what MinMaxScaler does;
-2. groups the clients by agglomerative clustering of the scaled rows with Ward linkage,
-   Euclidean distance and a distance threshold (default 2, the paper's), the number of
-   groups not given (``group_clients``). Fallback: fewer than two clients form one group
-   (scikit-learn cannot cluster a single row);
-3. forms each group's teacher T_g = (Σ_{l∈g} P_l) / |g|, the mean softmax probabilities
-   (``combine_teacher``), from the group's SUMS;
-
-and every client distils towards its group's teacher (participant side, PyTorch). FedDF-style
-global averaging is the special case of one group of all clients (``global_groups``).
-
-Evaluation helpers: ``grouping_ari`` (adjusted Rand index of the found groups against the
-true ones, the paper's grouping measure) and ``group_means``.
-
-Section and equation numbers of the paper are not cited: we worked from its abstract, the
-issue and what the authors' own code does.
-
-Contribution dictionaries use the keys ``LABEL_COUNTS``, ``SOFT_SUM`` and ``COUNT``; they are
-spelled only here.
+Design notes: ``docs/fed-distill.md`` (§ The numpy core).
 """
 
 from __future__ import annotations

@@ -1,44 +1,19 @@
 """FedCRef: Federated Cluster-Wise Refinement (Nardi, Valerio & Passarella), the numpy core.
 
-Every participant i clusters its rows into K_i local clusters, trains one autoencoder per
-cluster and shares the models (flat float32 vectors described by :class:`AutoencoderSpec`).
-This module holds every step that needs no neural network:
+Every step that needs no neural network; models travel as flat float32 vectors
+(:class:`AutoencoderSpec`). Association (eq. 2): s_{i→j}(q, p) = P_α(d̃), the α-th percentile
+over x ∈ q of d(x) = |e_own(x) − e_other(x)| min-max scaled to [0, 1] (per-sample
+reconstruction MSE under i's model f_q and j's f_p); q and p are associated when
+s_{i→j}(q, p) ≤ θ and s_{j→i}(p, q) ≤ θ (:func:`association_scores`, :func:`symmetric_edges`;
+α = 75, θ = 0.2; the mutual best edge by default). Groups: connected components of >= 2
+clusters (:func:`find_groups`). FedAvg: θ_g = Σ_l n_l θ_l / Σ_l n_l from sum-type
+contributions (:func:`participant_fedavg_contribution`, :func:`combine_fedavg`). Refinement
+(Algorithm 2): :func:`greedy_refinement`. Stopping: a client freezes at agreement ≥ τ = 0.8
+(:func:`assignment_agreement`, :func:`client_frozen`); the run stops when group counts vary
+≤ 10 % over three iterations (:func:`counts_stable`). Simulation: :func:`dirty_labels`,
+:func:`count_wrong_associations`.
 
-- **Association (eq. 2).** For cluster q of client i (samples x ∈ q) and the model f_p of
-  cluster p of client j, let e_own(x) and e_other(x) be the per-sample reconstruction MSE under
-  i's own model f_q and under f_p. With d(x) = |e_own(x) − e_other(x)| min-max scaled to [0, 1]
-  over x ∈ q, the score is s_{i→j}(q, p) = P_α(d̃), the α-th percentile; q and p are associated
-  when s_{i→j}(q, p) ≤ θ AND s_{j→i}(p, q) ≤ θ (:func:`association_scores`,
-  :func:`symmetric_edges`). Defaults α = 75, θ = 0.2 as in the paper; the authors' code uses
-  θ = 0.25. Their code also keeps only one
-  match per cluster and other client (the first found); we keep the mutual best one by
-  default (order-independent), or every symmetric edge on request.
-  The score is scale-free and falls as the cluster grows (the maximum |own − other| becomes a
-  rarer outlier): on MNIST, same-class pairs score ~0.46 at 100 images per cluster but ~0.27
-  at 300, different classes ~0.65 at both. θ must therefore suit the cluster sizes; the
-  paper's 0.2 was set on clusters of thousands of images. Better converged local models
-  also score lower, for noisy (dirty) clusters too, so θ and the local training go together
-  (benchmarks/bench_fedcref_mnist.py).
-- **Groups.** Connected components of the association graph with at least two clusters are
-  the federated groups; the other clusters are isolated (:func:`find_groups`, scipy's
-  ``connected_components`` in place of the authors' DFS).
-- **FedAvg** inside a group: θ_g = Σ_l n_l θ_l / Σ_l n_l, from sum-type contributions
-  ``{"weighted_params": n_l·θ_l, "n": [n_l]}`` (:func:`participant_fedavg_contribution`,
-  :func:`combine_fedavg`), so the sums can go through secure aggregation.
-- **Refinement (Algorithm 2).** Given the (n_samples, n_models) reconstruction-error matrix
-  over the models available to a client (its local models and the federated models of its
-  groups), pick K_i times the model that is the best (lowest error, among the models not yet
-  picked) for the most of the still unassigned samples, and give it those samples; the samples
-  left over go to their best picked model (:func:`greedy_refinement`).
-- **Stopping.** A client freezes when the clustering accuracy (Hungarian) between its
-  consecutive assignments (:func:`assignment_agreement`) is ≥ τ = 0.8
-  (:func:`client_frozen`; the authors' code: > 0.85);
-  the run stops when no client is active or the numbers of groups and of isolated clusters
-  each varied by at most 10 % over the last three iterations (:func:`counts_stable`).
-- **Simulated initial clustering.** The paper's "dirty" clustering: each sample's true local
-  label is replaced, with probability d, by a different local label drawn uniformly
-  (:func:`dirty_labels`).
-- **Evaluation** (simulator only; needs true labels): :func:`count_wrong_associations`.
+Design notes: ``docs/fedcref.md`` (§ The numpy core: θ and cluster size, the authors' code).
 """
 
 from __future__ import annotations

@@ -1,31 +1,16 @@
 """Federated k-means of Garst & Reinders (2023), Algorithm 1.
 
-Every participant l holds rows X_l and reports, per local cluster j, only its mean m_j and its
-size S_j — and only for clusters with at least ``p`` points (the paper's privacy rule, p = 2:
-a cluster of one point would reveal that point). The coordinator clusters the union of the
-local means with k-means weighted by the sizes, i.e. it minimises the paper's objective
+Every participant l reports, per local cluster j with at least ``p`` points (the paper's rule,
+p = 2), only its mean m_j and size S_j (:class:`ClusterMeans`); the server minimises the
+paper's objective F_km = Σ_j min_{c_i ∈ C_g} S_j ||m_j − c_i||² with
+:func:`protocol.maths.center_kmeans.center_kmeans` over the held means (weights = sizes).
+:func:`participant_init` (round 1): local k-means++ with k' = min(k, N_l) seeds and one Lloyd
+step. :func:`participant_step` (round t > 1): assign the rows to the nearest global center,
+drop the centers no row is nearest to, take ONE Lloyd step. :func:`match_centers` aligns two
+center sets. Rows are folded in fixed blocks (``protocol.maths.rows``): extra memory
+O(block·K + K·D), streamed sources work.
 
-    F_km = Σ_j min_{c_i ∈ C_g} S_j ||m_j - c_i||²,
-
-which is the pooled k-means objective up to the within-cluster scatter the participants keep.
-The server step is :func:`protocol.maths.center_kmeans.center_kmeans` over the participants' held
-means (weights = sizes): it needs only their per-cluster sums.
-
-Round 1 (``participant_init``): local k-means++ seeding with k' = min(k, N_l) seeds, then one
-Lloyd step from the seeds (the authors' later code), then report. Round t > 1
-(``participant_step``): assign the local rows to the nearest global center, drop the global
-centers no local row is nearest to (so a participant need not hold every cluster — the paper's
-point about differing numbers of clusters per site), take ONE Lloyd step from the remaining
-centers, and report again. ``match_centers`` aligns two center sets so that round-to-round
-shifts measure movement, not a change of order.
-
-Choices beside the paper, from the authors' own code: their server
-restarts weighted k-means from k-means++ every round (``coordinator.federated_kmeans`` says
-why ours does not); the authors send clusters with MORE than one point, i.e. p = 2 with our
-">= p" rule.
-
-Memory: assignments and per-cluster sums are folded over fixed blocks of rows
-(``protocol.maths.rows``), so the extra memory is O(block·K + K·D) and a streamed source works.
+Design notes: ``docs/center-kmeans.md`` (§ Federated k-means, the participant's side).
 """
 
 from __future__ import annotations

@@ -1,27 +1,16 @@
 """The differencing guard of the counting service: may one more roster's total be released?
 
-Every released total is a linear equation over the participants' counts: the total of a
-roster R is ``a · N`` with ``a`` the 0/1 indicator vector of R. Let A be the matrix of the
-released rosters' rows plus the new roster's row (one column per participant on any of
-them). The coordinator can derive a combination ``x · N`` from the totals exactly when ``x``
-lies in the row span V of A over the rationals. The new total is refused when V holds a
-nonzero ``x`` supported on fewer than ``min_cohort`` participants: such an ``x`` is a count
-(or, for two participants, a difference or a sum) of less than the minimum cohort.
+A released total of roster R is the equation ``a · N`` (``a`` the 0/1 indicator of R). With A
+the matrix of the released rosters' rows plus the new one, the coordinator can derive
+``x · N`` exactly when ``x`` lies in the row span V of A over the rationals.
+:func:`release_would_expose` refuses (returns the participants) when V holds a nonzero ``x``
+supported on fewer than ``min_cohort`` participants; :func:`exposed_participants` returns a
+smallest such set, sorted, or None. The test uses the reduced row echelon form R of A: a set
+T exposes a combination iff ``rank(R[S, F ∖ T]) < |S|`` (S the rows with a pivot in T, F the
+free columns). Arithmetic is on Python integers (fraction-free), with no floating-point
+tolerance. The inputs are rosters (public to the coordinator); counts never enter the module.
 
-Equivalently, for a participant set T, V ∩ span{e_i : i ∈ T} ≠ {0} iff
-rank(A[:, not T]) < rank(A). The test below works on the reduced row echelon form R of A
-(pivot columns P, free columns F), which spans the same V: a vector of V is determined by
-its pivot coordinates, ``x = Σ_i (x_{p_i} / R[i, p_i]) R[i]``, so ``supp(x) ⊆ T`` forces it to
-combine only the rows S whose pivot lies in T, and to vanish on the free columns outside T.
-Hence T exposes a combination iff ``rank(R[S, F ∖ T]) < |S|``, and only the sets T made of
-at least one pivot plus free columns in the support of S's rows need testing. They are
-tried by increasing size, so the set returned is a smallest one, and it is exactly the
-support of a derivable combination.
-
-All arithmetic is on Python integers (fraction-free elimination, each row divided by the
-gcd of its entries), so no decision depends on a floating-point tolerance.
-
-The inputs are rosters (public to the coordinator); counts never enter this module.
+Design notes: ``docs/secure-sums.md`` (§ The differencing guard: the derivation).
 """
 
 from __future__ import annotations

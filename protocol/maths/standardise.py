@@ -1,28 +1,15 @@
 """Federated z-score standardisation from summed moments.
 
-The FCM papers assume scaled data (Stallmann & Wilbik 2022 and Corcuera Bárcena et al. 2021
-start their centers uniformly in [0, 1]^d). Each participant l sends, per column,
+Each participant l sends, per column, S1_l = Σ_x (x − s) and S2_l = Σ_x (x − s)² about a
+public shift s (:func:`participant_moments`, :class:`MomentSums`); the sums add up
+(:func:`add_moments`) and can be securely aggregated. With N = Σ_l N_l from the counting
+service (never in the sums), :func:`combine_moments` gives mean = s + S1/N,
+var = S2/N − (S1/N)² (population variance, ddof = 0) and scale = √var, or 1 for a column whose
+var is within its rounding error (≤ 3·N·ε·S2/N: a constant column). The relative error of var
+is about 3·N·ε·(1 + (mean − s)²/var), so ``coordinator.standardise`` runs a second round with
+s = the first mean. :func:`apply` computes (x − mean)/scale.
 
-    S1_l = Σ_x (x - s),   S2_l = Σ_x (x - s)²,
-
-for a public shift vector s (the same for everyone). The sums add up across participants
-(and so can be securely aggregated). N = Σ_l N_l is not part of a participant's sums: it
-comes from the counting service, so no N_l reaches the coordinator. From the totals S1, S2, N:
-
-    mean  = s + S1/N,
-    var   = S2/N - (S1/N)²          (population variance, ddof = 0, as StandardScaler),
-    scale = √var, or 1 for a column whose var is within its rounding error (constant column).
-
-Numerics: S2/N - (S1/N)² cancels when |mean - s| ≫ std. Computing in floating point, the
-absolute error of var is at most about 3·N·ε·S2/N (ε = 2.2e-16: N·ε bounds the error of a
-recursive sum; numpy's pairwise sums are far better), i.e. a relative error of about
-3·N·ε·(1 + (mean - s)²/var). With s = 0 this is the textbook one-pass formula, unusable for
-e.g. values around 1e9 with unit spread. The fix is the shift: a first round with s = 0 gives
-the mean (accurate: no cancellation); a second round with s = that mean gives S1/N ≈ 0, so
-var loses nothing (relative error ≈ 3·N·ε). The second round reveals nothing new: its sums are
-functions of the first round's sums and the public shift. ``coordinator.standardise`` does
-this by default. Columns with var ≤ 3·N·ε·S2/N are indistinguishable from constant and get
-scale 1, so their z-scores are ≈ 0 instead of amplified rounding noise.
+Design notes: ``docs/standardisation.md`` (§ z-scores from summed moments: numerics).
 """
 
 from __future__ import annotations

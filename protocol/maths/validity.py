@@ -1,33 +1,18 @@
 """Cluster validity indices that a federation can compute from sums.
 
-Soft Davies-Bouldin index (Stallmann & Wilbik 2022, §2.2.2, eq. 9-13), for centers c_1..c_K
-and all N points x_j with FCM memberships u_ij (to the power 1, not m):
+Soft Davies-Bouldin index (Stallmann & Wilbik 2022, §2.2.2, eq. 9-13;
+:func:`soft_davies_bouldin`), with FCM memberships u_ij (power 1) and defaults q = 1, p = 2:
+U_i = (1/N) Σ_j u_ij, S_i = U_i · ((1/N) Σ_j ||x_j − c_i||^q)^(1/q), M_ij = ||c_i − c_j||_p,
+R̄ = (1/K) Σ_i max_{j≠i} (S_i + S_j) / M_ij; lower is better, coincident centers give +inf.
+FedFuzzDB (eq. 14-16): each participant sends :class:`FuzzyDBSums` (Σ_j ||x_j − c_i||^q and
+Σ_j u_ij per cluster, :func:`participant_fuzzy_db_sums`); :func:`combine_fuzzy_db` adds them
+with N = Σ_l N_l from the counting service (never in the sums) and cross-checks N against
+Σ memberships, which equals N_l per participant (so the memberships need secure sums).
+Simplified silhouette (Hruschka et al. 2004, as Garst & Reinders 2023):
+s(x) = (b − a) / max(a, b) (0 when a = b = 0) for the nearest and second-nearest center
+distances a, b; participants send Σ s(x) (:class:`SilhouetteSums`), divided by N.
 
-    U_i  = (1/N) Σ_j u_ij                                   (mean membership of cluster i)
-    S_i  = U_i · ((1/N) Σ_j ||x_j - c_i||^q)^(1/q)          (soft spread, over ALL points)
-    M_ij = ||c_i - c_j||_p                                  (Minkowski separation)
-    R̄    = (1/K) Σ_i max_{j≠i} (S_i + S_j) / M_ij.
-
-Lower is better. With the defaults q = 1, p = 2 the spread is the mean Euclidean distance,
-which is what the authors' code computes and what reproduces their Table 1. Coincident
-centers (M_ij = 0) give R̄ = +inf.
-
-FedFuzzDB (eq. 14-16): the index is a function of the per-cluster sums Σ_j ||x_j - c_i||^q and
-Σ_j u_ij and of the total N, so each participant sends its two K-vectors
-(:class:`FuzzyDBSums`, computed against the global centers) and the coordinator adds them.
-N = Σ_l N_l is NOT part of the sums: it comes from the counting service and is passed to
-:func:`combine_fuzzy_db`. Being sums, the federated index equals the central one exactly (up
-to floating-point summation order) for the same centers.
-
-Note: Σ_i membership_i = N_l (FCM memberships sum to 1 per point), so the membership vector
-itself reveals N_l unless it is aggregated securely; :func:`combine_fuzzy_db` uses this
-identity to cross-check ``total_count`` against the sums.
-
-Simplified silhouette (Hruschka et al. 2004; used by Garst & Reinders 2023): with a(x) the
-distance to the nearest center and b(x) to the second nearest,
-s(x) = (b - a) / max(a, b) (= 0 when a = b = 0); the index is the mean of s over all points.
-It only needs point-to-center distances, so participants send Σ s(x); the mean divides by
-N = Σ_l N_l from the counting service.
+Design notes: ``docs/fcm.md`` (§ Cluster validity indices from sums).
 """
 
 from __future__ import annotations

@@ -16,13 +16,14 @@ functions back the estimators' ``predict``/``predict_proba`` (:mod:`fedclust.est
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedclust.core.validation import FloatArray, check_centers, check_data
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths._fuzzy import memberships, nearest
 from fedclust.protocol.wire.messages import (
     PROTOCOL_VERSION,
@@ -33,7 +34,6 @@ from fedclust.protocol.wire.messages import (
 )
 
 __all__ = [
-    "FUZZY_ALGORITHMS",
     "Assignment",
     "ParticipantResult",
     "assign",
@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 #: Algorithms whose memberships are fuzzy; the others' are one-hot.
-FUZZY_ALGORITHMS: Final = frozenset({"ffcm", "fedfcm", "fedfcm-avg"})
 
 
 class ParticipantResult(BaseModel):
@@ -126,7 +125,7 @@ def assign(
             )
         Xa = (Xa - mu) / sd
         C = (C - mu) / sd
-    return assign_trusted(Xa, C, fuzzy=algorithm in FUZZY_ALGORITHMS, m=m)
+    return assign_trusted(Xa, C, fuzzy=algorithms.get(algorithm).fuzzy, m=m)
 
 
 def assign_trusted(X: FloatArray, C: FloatArray, *, fuzzy: bool, m: float) -> Assignment:

@@ -27,6 +27,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import ArrayLike
 
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
 
@@ -51,7 +52,7 @@ def local_clustering_ks(terms: msg.JobCreate) -> list[tuple[str, int, str]]:
     k-FED (K among the job's), the local-only sweep (``local_k_range``), FedCRef's initial
     k-means with a given ``local_k``."""
     needs = []
-    if terms.algorithm in ("fedfcm", "fedfcm-avg", "fkm", "kfed"):
+    if algorithms.get(terms.algorithm).local_clustering:
         needs.append(("k", max(terms.ks), "--k/--k-range"))
     if terms.local_k_range is not None:
         needs.append(("local_k_range", terms.local_k_range[1], "--local-range"))

@@ -23,14 +23,25 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.exact_fcm import FCMSums
@@ -48,11 +59,41 @@ _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "uint64": np.dtype("<u8"),
 }
 
-Algorithm = Literal["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed"]
-#: The model-based algorithms (no K sweep): clustered federated distillation and FedCRef.
-ModelAlgorithm = Literal["fed-distill", "fedcref"]
+
+
+@dataclass(frozen=True)
+class Registered:
+    """An algorithm name of the registry (``protocol.algorithms``), of one family or any:
+    checked when read, and listed as the ``enum`` of its JSON schema when the schema is made,
+    so the OpenAPI document names every algorithm registered then."""
+
+    family: algorithms.Family | None = None
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = handler(schema)
+        out["enum"] = list(algorithms.names(self.family))
+        return out
+
+    def _check(self, name: str) -> str:
+        if name not in algorithms.names(self.family):  # errors never echo the value
+            choices = ", ".join(repr(n) for n in algorithms.names(self.family))
+            raise ValueError(f"unknown algorithm; choose one of {choices}")
+        return name
+
+
+#: A sweep algorithm's name (a K sweep scored by FedFuzzDB).
+Algorithm = Annotated[str, Registered("sweep")]
+#: A model-based algorithm's name (no K sweep).
+ModelAlgorithm = Annotated[str, Registered("model")]
 #: Every algorithm a job, a task or a participant's policy can name.
-AnyAlgorithm = Literal["ffcm", "fedfcm", "fedfcm-avg", "fkm", "kfed", "fed-distill", "fedcref"]
+AnyAlgorithm = Annotated[str, Registered()]
 ProtectionScheme = Literal["none", "masking", "paillier"]
 Identifier = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 #: The largest integer any wire field takes: every integer fits a signed 64-bit column and
@@ -1162,13 +1203,16 @@ class JobCreate(_Strict):
 
     @model_validator(mode="after")
     def _ks(self) -> JobCreate:
+        spec = algorithms.get(self.algorithm)
         if self.algorithm == "fed-distill" and self.distill is None:
             raise ValueError("'fed-distill' needs a distill block")
         if self.distill is not None and self.algorithm != "fed-distill":
             raise ValueError(f"{self.algorithm!r} takes no distill block")
         if self.fedcref is not None and self.algorithm != "fedcref":
             raise ValueError(f"{self.algorithm!r} takes no fedcref block")
-        if self.algorithm in ("fed-distill", "fedcref"):
+        if len(set(self.participants)) != len(self.participants):
+            raise ValueError("participants must be distinct")
+        if spec.family == "model":
             model_based = self.algorithm
             if self.k is not None or self.k_range is not None or self.local_k_range is not None:
                 raise ValueError(f"{model_based!r} takes no k, k_range or local_k_range")
@@ -1179,8 +1223,6 @@ class JobCreate(_Strict):
                     f"{model_based!r} takes protection 'masking' or 'none' (Paillier is too "
                     "slow for model-sized sums)"
                 )
-            if len(set(self.participants)) != len(self.participants):
-                raise ValueError("participants must be distinct")
             if model_based == "fedcref" and len(self.participants) < 2:
                 raise ValueError("'fedcref' needs at least two participants")
             if self.min_center_contributors != 1:
@@ -1191,24 +1233,26 @@ class JobCreate(_Strict):
         for name, rng in (("k_range", self.k_range), ("local_k_range", self.local_k_range)):
             if rng is not None and not 2 <= rng[0] <= rng[1] <= 1000:
                 raise ValueError(f"{name} must be [a, b] with 2 <= a <= b <= 1000")
-        if len(set(self.participants)) != len(self.participants):
-            raise ValueError("participants must be distinct")
-        if self.protection != "none" and self.algorithm in ("fedfcm-avg", "kfed"):
+        if self.protection != "none" and spec.plain_only:
             raise ValueError(
                 f"{self.algorithm!r} sends each participant's local centers by design; "
                 "use protection 'none'"
             )
-        if self.min_center_contributors != 1 and self.algorithm in ("fedfcm-avg", "kfed"):
+        if self.min_center_contributors != 1 and not spec.counts_contributors:
+            counting = ", ".join(
+                repr(n) for n in algorithms.names("sweep")
+                if algorithms.get(n).counts_contributors
+            )
             raise ValueError(
                 f"{self.algorithm!r} does not count the participants behind a center; "
-                "min_center_contributors applies to 'ffcm', 'fedfcm' and 'fkm'"
+                f"min_center_contributors applies to {counting}"
             )
         return self
 
     @property
     def ks(self) -> list[int]:
         """The K values to sweep (none for the model-based algorithms)."""
-        if self.algorithm in ("fed-distill", "fedcref"):
+        if self.k is None and self.k_range is None:
             return []
         if self.k is not None:
             return [self.k]

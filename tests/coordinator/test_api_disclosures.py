@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import fedclust.cli
+import fedclust.cli.job
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.coordinator.db import JobRecord, TaskRecord
 from fedclust.coordinator.disclosures import ledger
@@ -61,7 +62,7 @@ def test_disclosures_of_a_small_job(
         def in_process(config: AnalystConfig, **kwargs: Any) -> AnalystClient:
             return AnalystClient(config, transport=client._transport)
 
-        monkeypatch.setattr(fedclust.cli, "AnalystClient", in_process)
+        monkeypatch.setattr(fedclust.cli.job, "AnalystClient", in_process)
         assert fedclust.cli.main(["job", "result", job["id"]]) == 0
         text = capsys.readouterr().out
         assert f"what the coordinator learned in job {job['id']} (fedfcm)" in text

@@ -10,17 +10,23 @@ from numpy.typing import ArrayLike
 from sklearn.metrics import adjusted_rand_score
 
 from fedclust.coordinator.exact_fcm import run_exact_fcm
+from fedclust.coordinator.secure_sum import PlainSummation
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray
+from fedclust.participant.local import reply_to
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.exact_fcm import FCMSums, participant_sums
 from fedclust.protocol.maths.fcm import fcm
+from fedclust.protocol.wire import messages as msg
 
 DATASETS = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets"
 
 
 class Client:
     """A stand-in participant: holds rows and answers with protocol.maths.exact_fcm."""
+
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        return reply_to(self, spec)
 
     def __init__(self, X: FloatArray, name: str, *, enforce_rule: bool = True) -> None:
         self._X = X
@@ -136,10 +142,12 @@ def test_refusing_participant_is_left_out_and_noted() -> None:
     X, clients = _synthetic()
     small = Client(np.ones((2, 3)), "tiny")  # N=2 <= C(F+1)/F = 4 for C=3, F=3
     C0 = np.random.default_rng(1).uniform(0.0, 6.0, size=(3, 3))
-    result = run_exact_fcm([small, *clients], 3, init=C0, eps=0.0, max_rounds=5)
+    plain = PlainSummation()  # the summation notes who was left out of its sums
+    result = run_exact_fcm([small, *clients], 3, init=C0, eps=0.0, max_rounds=5,
+                           summation=plain)
     assert all("tiny" not in r.responders for r in result.history)
-    assert len(result.notes) == 1
-    assert "'tiny' refused" in result.notes[0] and "C=3 clusters of F=3 features" in result.notes[0]
+    assert len(plain.notes) == 1
+    assert "'tiny' refused" in plain.notes[0] and "C=3 clusters of F=3 features" in plain.notes[0]
     central = fcm(X, 3, init=C0, tol=0.0, max_iter=5)
     assert np.abs(result.centers - central.centers).max() < 1e-9  # FCM on the others' rows
     with pytest.raises(RefusedError, match="every participant asked refused"):

@@ -13,14 +13,19 @@ from sklearn.metrics import adjusted_rand_score
 from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.core.errors import ProtocolError
 from fedclust.data.synthetic import GARST_GRID_CENTERS, garst_grid
+from fedclust.participant.local import reply_to
 from fedclust.protocol.maths import center_kmeans, kfed
 from fedclust.protocol.maths import federated_kmeans as fkm
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.federated_kmeans import match_centers
+from fedclust.protocol.wire import messages as msg
 
 
 class Site:
     """A minimal in-process participant calling the pure protocol functions on its rows."""
+
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        return reply_to(self, spec)
 
     def __init__(self, X: NDArray[np.float64], name: str, p: int = 2) -> None:
         self.X = X

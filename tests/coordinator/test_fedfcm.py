@@ -14,7 +14,7 @@ from fedclust.data.synthetic import (
     MOTIVATIONAL_COUNTS,
     motivational,
 )
-from fedclust.participant.local import LocalParticipant
+from fedclust.participant.local import LocalParticipant, reply_to
 from fedclust.protocol.maths._fuzzy import objective
 from fedclust.protocol.maths.center_kmeans import (
     CenterScatter,
@@ -25,10 +25,14 @@ from fedclust.protocol.maths.center_kmeans import (
 )
 from fedclust.protocol.maths.fcm import fcm
 from fedclust.protocol.maths.fedfcm import LocalCenters, participant_local_fcm
+from fedclust.protocol.wire import messages as msg
 
 
 class _Client:
     """A minimal in-process participant: its rows and the pure participant function."""
+
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        return reply_to(self, spec)
 
     def __init__(self, X: FloatArray, name: str) -> None:
         self._X = X

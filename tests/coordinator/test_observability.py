@@ -226,6 +226,7 @@ class _FakeSummation:
     def __init__(self) -> None:
         self.notes: list[str] = []
         self.cohorts = ReleasedCohorts()
+        self.protected = True
 
     def set_bounds(self, *, max_rows: int, value_bound: float) -> None:
         self.notes.append(f"bounds {max_rows} {value_bound}")

@@ -7,16 +7,21 @@ import pytest
 from numpy.typing import ArrayLike, NDArray
 
 from fedclust.coordinator.standardise import standardise_federation
-from fedclust.participant.local import LocalParticipant
+from fedclust.participant.local import LocalParticipant, reply_to
 from fedclust.protocol.maths import standardise
+from fedclust.protocol.wire import messages as msg
 
 
 class Recorder:
     """A participant that records what it was asked (to check no rows are requested)."""
 
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        return reply_to(self, spec)
+
     def __init__(self, X: NDArray[np.float64], name: str = "recorder") -> None:
         self.name = name
         self.X = X
+        self.n_features = X.shape[1]
         self.shifts: list[ArrayLike | None] = []
 
     def moment_sums(self, shift: ArrayLike | None = None) -> standardise.MomentSums:

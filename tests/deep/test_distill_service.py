@@ -114,7 +114,8 @@ def test_job_create_rules() -> None:
 
 
 def test_job_submit_flags_build_the_distill_block(tmp_path: Path) -> None:
-    from fedclust.cli import _job_from_flags, _parser
+    from fedclust.cli import _parser
+    from fedclust.cli.job import _job_from_flags
 
     public = np.arange(12.0).reshape(3, 4)
     np.save(tmp_path / "public.npy", public)
@@ -189,6 +190,7 @@ def test_a_group_too_small_to_mask_is_summed_in_the_clear() -> None:
         def __init__(self) -> None:
             self.notes: list[str] = []
             self.cohorts = ReleasedCohorts()
+            self.protected = True
 
         def sum(self, participants: Any, statistic: Any, reply_type: Any, *,
                 required: bool = False) -> Any:

@@ -208,7 +208,8 @@ def test_job_create_rules() -> None:
 
 
 def test_job_submit_flags_build_the_fedcref_block() -> None:
-    from fedclust.cli import _job_from_flags, _parser
+    from fedclust.cli import _parser
+    from fedclust.cli.job import _job_from_flags
 
     args = _parser().parse_args([
         "job", "submit", "--participants", "a,b,c", "--algorithm", "fedcref",

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fedclust import cli
-from fedclust.cli import UNVERIFIED_EXIT, main
+from fedclust.cli import audit, main
+from fedclust.cli.audit import UNVERIFIED_EXIT
 from fedclust.crypto.masking import IdentityKey
 from fedclust.participant.audit import (
     GENESIS,
@@ -252,7 +252,7 @@ def test_config_finds_the_log_the_key_and_the_coordinators_receipts(
         asked.append(config.id)
         return list(served)
 
-    monkeypatch.setattr(cli, "_fetch_receipts", fetch)
+    monkeypatch.setattr(audit, "_fetch_receipts", fetch)
     config = _config(tmp_path, log, key_file)
     assert main(["audit", "verify", "--config", str(config)]) == 0
     assert asked == [ME] and capsys.readouterr().out.startswith("verified: 5 records")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fedclust.cli import _duration, main
+from fedclust.cli import main
+from fedclust.cli.federation import _duration
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import fedclust.cli as cli
+import fedclust.cli.job
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.data.federations import build_federation
 from fedclust.protocol.wire.messages import JobProgress, JobPublic
@@ -76,7 +77,7 @@ def coordinator(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def client(config: AnalystConfig, **_: Any) -> AnalystClient:
         return AnalystClient(config, transport=httpx.MockTransport(handle))
 
-    monkeypatch.setattr(cli, "AnalystClient", client)
+    monkeypatch.setattr(fedclust.cli.job, "AnalystClient", client)
     monkeypatch.setenv("FEDCLUST_COORDINATOR_URL", "http://coordinator.test")
     monkeypatch.setenv("FEDCLUST_TOKEN", "secret")
     return seen
@@ -87,8 +88,10 @@ def test_job_list_prints_one_line_per_job(
 ) -> None:
     assert cli.main(["job", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split()[:3] == ["job-1", "ffcm", "running"]
-    assert "clustering K=3 round 4" in lines[1]
+    assert lines[0].split() == ["id", "algorithm", "state", "created", "progress"]
+    [row] = [line for line in lines if line.startswith("job-1")]
+    assert row.split()[:3] == ["job-1", "ffcm", "running"]
+    assert "2026-01-02 03:04:05" in row and row.endswith("clustering K=3 round 4")
     assert cli.main(["job", "list", "--json"]) == 0
     assert [j["id"] for j in json.loads(capsys.readouterr().out)] == ["job-1"]
     assert coordinator == ["GET /api/v1/jobs", "GET /api/v1/jobs"]

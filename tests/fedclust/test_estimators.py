@@ -38,7 +38,7 @@ def _parts(seed: int = 0, n: int = 20) -> list[np.ndarray]:
 
 def _simulated_centers(parts: list[np.ndarray], algorithm: str, **kw: object) -> np.ndarray:
     report = simulate(
-        Federation("estimator-test", tuple(parts), None), algorithm=algorithm,  # type: ignore[arg-type]
+        Federation("estimator-test", tuple(parts), None), algorithm=algorithm,
         ks=[2], **kw,  # type: ignore[arg-type]
     )
     (entry,) = report.to_document().sweep

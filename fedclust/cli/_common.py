@@ -1,0 +1,155 @@
+"""What the commands share: common flags and their parsers, job checks, error handling."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from pydantic import ValidationError
+
+from fedclust.client import ApiError
+from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.data.loaders import DataWarning
+from fedclust.protocol import algorithms
+from fedclust.protocol.wire.messages import JobCreate
+
+PROTECTION_CHOICES = ("masking", "paillier", "none")
+PROTECTION_HELP = (
+    "how every sum-type statistic travels: masking (pairwise masking, the default), paillier "
+    "(encrypted to the counting service's key) or none (in the clear, as in the papers; "
+    "fedfcm-avg and kfed need none)"
+)
+
+
+def _int_pair(text: str, example: str) -> tuple[int, int]:
+    """Parse ``A:B`` into (A, B)."""
+    try:
+        lo_text, hi_text = text.split(":")
+        return int(lo_text), int(hi_text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected A:B with integers A <= B, e.g. {example}; got {text!r}"
+        ) from exc
+
+
+def _k_range(text: str) -> list[int]:
+    """Parse ``A:B`` (inclusive) into [A, ..., B]."""
+    lo, hi = _int_pair(text, "2:8")
+    if not 2 <= lo <= hi:
+        raise argparse.ArgumentTypeError(f"expected 2 <= A <= B; got {text!r}")
+    return list(range(lo, hi + 1))
+
+
+def _columns(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _add_bound_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-rows`` and ``--value-bound``: optional overrides of the declared bounds."""
+    parser.add_argument(
+        "--max-rows", type=int, metavar="N",
+        help="bound on any participant's row count for the fixed-point encoding of protected "
+        "sums (default: the largest row_bound the participants declare; a smaller value fails)",
+    )
+    parser.add_argument(
+        "--value-bound", type=float, metavar="B",
+        help="bound on |x| of every value the algorithms see, after standardisation if asked "
+        "(default: derived from the participants' declared value bounds; a smaller value fails)",
+    )
+
+
+def _add_release_argument(parser: argparse.ArgumentParser) -> None:
+    """``--min-center-contributors``: the job's release rule for centers; and
+    ``--masking-graph``: whom each participant masks with."""
+    parser.add_argument(
+        "--masking-graph", choices=("auto", "full"), default="auto",
+        help="masking partners: auto (SecAgg+: O(log n) neighbours in large cohorts) or full "
+        "(every pair, Bonawitz et al.)",
+    )
+    parser.add_argument(
+        "--min-center-contributors", type=int, default=1, metavar="N",
+        help="withhold a center that fewer than N participants stand behind (default 1: "
+        "release every center, as the papers do); ffcm, fedfcm and fkm",
+    )
+
+
+def _add_out_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out", type=Path, metavar="DIR",
+        help="also write sweep.csv, centers.csv and result.json (and .parquet copies when "
+        "pyarrow is installed) into DIR",
+    )
+
+
+def _check_protection(args: argparse.Namespace) -> None:
+    """Refuse, in one line naming the flag, an algorithm that cannot run protected."""
+    if algorithms.get(args.algorithm).plain_only and args.protection != "none":
+        raise ValueError(
+            f"--algorithm {args.algorithm} sends each participant's local centers by design "
+            f"and runs only with --protection none, not {args.protection} (the default is "
+            "masking)."
+        )
+
+
+def _valid_job(build: Callable[[], JobCreate]) -> JobCreate:
+    """``build()``, its validation errors stated in one line without the input values."""
+    try:
+        return build()
+    except ValidationError as exc:
+        detail = "; ".join(
+            (_flag_of(e["loc"]) + " " if e["loc"] else "")
+            + e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+            for e in exc.errors()
+        )
+        raise ValueError(f"invalid job: {detail}") from None
+
+
+def _flag_of(loc: tuple[int | str, ...]) -> str:
+    """The command-line flag of a job field (``local_k_range`` → ``--local-range``)."""
+    name = str(loc[0])
+    flag = {"local_k_range": "--local-range", "local_k": "--local"}.get(
+        name, "--" + name.replace("_", "-")
+    )
+    return flag + "".join(f"[{p}]" for p in loc[1:])
+
+
+def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """``handler(args)``, its warnings and expected errors printed in one line each."""
+    command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
+
+    def show_warning(message: Warning | str, *_: object, **__: object) -> None:
+        print(f"fedclust {command}: warning: {message}", file=sys.stderr)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", DataWarning)
+            warnings.showwarning = show_warning
+            status: int = handler(args)
+    except ApiError as exc:
+        print(f"fedclust {command}: error: the coordinator answered {exc}", file=sys.stderr)
+        return 2
+    except httpx.HTTPError as exc:
+        print(f"fedclust {command}: error: {_http_failure(exc)}", file=sys.stderr)
+        return 2
+    except (
+        ValueError, FileNotFoundError, FileExistsError, RefusedError, ProtocolError,
+        PermissionError, TimeoutError, RuntimeError,
+    ) as exc:
+        print(f"fedclust {command}: error: {exc}", file=sys.stderr)
+        return 2
+    return status
+
+
+def _http_failure(exc: httpx.HTTPError) -> str:
+    """One line for a failed request, naming the URL it could not reach."""
+    try:
+        url = exc.request.url.copy_with(query=None)
+    except RuntimeError:  # no request attached
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return f"cannot reach {url} ({exc}): is the service running at that address?"
+    return f"{type(exc).__name__} from {url}: {exc}"

@@ -1,0 +1,328 @@
+"""``fedclust job submit|list|status|result|cancel``: the analyst's calls to a coordinator."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fedclust.cli._common import (
+    PROTECTION_CHOICES,
+    PROTECTION_HELP,
+    _add_bound_arguments,
+    _add_out_argument,
+    _add_release_argument,
+    _check_protection,
+    _columns,
+    _k_range,
+    _valid_job,
+)
+from fedclust.client import AnalystClient, AnalystConfig, format_progress
+from fedclust.exports import with_feature_names, write_exports
+from fedclust.progress import SweepProgress
+from fedclust.protocol import algorithms
+from fedclust.protocol.wire.messages import (
+    DisclosureLedger,
+    DistillParams,
+    FedCRefParams,
+    JobCreate,
+    JobPublic,
+    WireArray,
+)
+from fedclust.report import format_job_list, format_result
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    """Parse ``H,H,...`` (1 to 8 positive layer widths)."""
+    try:
+        widths = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected widths like 100,64,32; got {text!r}") from None
+    if not 1 <= len(widths) <= 8 or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 to 8 widths >= 1; got {text!r}")
+    return widths
+
+
+def _participant_ids(text: str) -> list[str]:
+    ids = _columns(text)
+    if not ids:
+        raise argparse.ArgumentTypeError("expected ID,ID,... with at least one participant id")
+    return ids
+
+
+def add_arguments(job: argparse.ArgumentParser) -> None:
+    actions = job.add_subparsers(dest="action", required=True)
+    config_help = (
+        "analyst client config ([analyst] coordinator_url, token); default: the environment "
+        "variables FEDCLUST_COORDINATOR_URL and FEDCLUST_TOKEN"
+    )
+    submit = actions.add_parser(
+        "submit", help="create a job",
+        description="Create a federated clustering job at the coordinator.",
+    )
+    submit.add_argument("--config", metavar="CLIENT.toml", help=config_help)
+    submit.add_argument(
+        "--participants", required=True, type=_participant_ids, metavar="ID,ID,...",
+        help="the enrolled participants taking part, in this order",
+    )
+    submit.add_argument(
+        "--algorithm", required=True, choices=algorithms.names(),
+        help="a K-sweep algorithm; fed-distill (clustered federated distillation, Yang & "
+        "Tae 2023: needs --public and --n-classes, takes no K; participants need a "
+        "[data] label_column and the fedclust[deep] extra); or fedcref (Federated "
+        "Cluster-Wise Refinement, Nardi et al.: takes no K; participants need rows scaled "
+        "to [0, 1] and the fedclust[deep] extra)",
+    )
+    ks = submit.add_mutually_exclusive_group()
+    ks.add_argument(
+        "--k", type=int, metavar="K", help="a single number of clusters (>= 2; the sweeps)"
+    )
+    ks.add_argument("--k-range", type=_k_range, metavar="A:B", help="sweep K from A to B")
+    submit.add_argument(
+        "--seed", type=int, help="seed of every algorithmic random choice (default: drawn)"
+    )
+    distill = submit.add_argument_group("fed-distill")
+    distill.add_argument(
+        "--public", type=Path, metavar="FILE.npy",
+        help="the public unlabelled set, a 2-D .npy array (n_public, n_features) scaled as "
+        "the participants' rows",
+    )
+    distill.add_argument("--n-classes", type=int, metavar="C", help="labels are 0..C-1")
+    distill.add_argument(
+        "--distance-threshold", type=float, default=2.0,
+        help="Ward merge distance at which grouping stops (default 2, the paper's)",
+    )
+    distill.add_argument(
+        "--temperature", type=float, default=0.1, help="distillation temperature (default 0.1)"
+    )
+    distill.add_argument(
+        "--distill-epochs", type=int, default=30, help="distillation epochs (default 30)"
+    )
+    distill.add_argument(
+        "--classifier", choices=("mlp", "cnn"), default="mlp",
+        help="local classifier (cnn: square images only; default mlp)",
+    )
+    distill.add_argument(
+        "--mode", choices=("clustered", "global", "local"), default="clustered",
+        help="clustered (the paper), global (one teacher) or local (no sharing)",
+    )
+    fedcref = submit.add_argument_group(
+        "fedcref", "Defaults are the paper's (Nardi, Valerio & Passarella)."
+    )
+    fedcref.add_argument(
+        "--hidden", type=_widths, default=(100, 64, 32), metavar="H,H,...",
+        help="autoencoder encoder widths, decoder mirrored (default 100,64,32)",
+    )
+    fedcref.add_argument(
+        "--initial", choices=("kmeans", "labels"), default="kmeans",
+        help="initial local clustering: kmeans (k-means on an autoencoder code, default) or "
+        "labels (each participant's own [data] label_column)",
+    )
+    fedcref.add_argument(
+        "--local-k", type=int, metavar="K",
+        help="every participant's K_i for kmeans (default: chosen by the silhouette)",
+    )
+    fedcref.add_argument(
+        "--k-max", type=int, default=6, help="largest K_i the silhouette tries (default 6)"
+    )
+    fedcref.add_argument(
+        "--epochs", type=int, default=20,
+        help="local training epochs, early stopping (default 20, the paper's, for clusters "
+        "of thousands of rows; clusters of tens to hundreds need ~60)",
+    )
+    fedcref.add_argument(
+        "--alpha", type=float, default=75.0, help="eq. 2 percentile (default 75)"
+    )
+    fedcref.add_argument(
+        "--theta", type=float, default=0.2,
+        help="eq. 2 association threshold (default 0.2; clusters of tens of rows need ~0.55)",
+    )
+    fedcref.add_argument(
+        "--tau", type=float, default=0.8,
+        help="a participant freezes when consecutive assignments agree >= tau (default 0.8)",
+    )
+    fedcref.add_argument(
+        "--fedavg-rounds", type=int, default=15, help="FedAvg rounds per group (default 15)"
+    )
+    fedcref.add_argument(
+        "--fedavg-epochs", type=int, default=2, help="epochs per FedAvg round (default 2)"
+    )
+    fedcref.add_argument(
+        "--max-iterations", type=int, default=10, help="the most iterations (default 10)"
+    )
+    fedcref.add_argument(
+        "--refine-with", choices=("groups", "all"), default="all",
+        help="federated models a participant refines with: every group's (default, the "
+        "authors' code) or its own groups' only",
+    )
+    submit.add_argument("--standardise", action="store_true", help="federated z-scores first")
+    submit.add_argument(
+        "--local-range", type=_k_range, metavar="A:B",
+        help="also ask each participant's local-only K over A:B",
+    )
+    submit.add_argument("--m", type=float, default=2.0, help="fuzzifier (default 2)")
+    submit.add_argument(
+        "--eps", type=float, default=1e-3, help="stopping threshold (default 1e-3)"
+    )
+    submit.add_argument("--max-rounds", type=int, default=100)
+    submit.add_argument("--gamma", type=float, default=1.0, help="ffcm client sampling fraction")
+    submit.add_argument(
+        "--protection", choices=PROTECTION_CHOICES, default="masking",
+        help=PROTECTION_HELP,
+    )
+    _add_bound_arguments(submit)
+    _add_release_argument(submit)
+    submit.add_argument(
+        "--follow", action="store_true",
+        help="show live progress until the job ends, then print its result",
+    )
+    submit.add_argument("--json", action="store_true", help="print JSON documents")
+    listing = actions.add_parser(
+        "list", help="list your jobs", description="List the jobs you submitted."
+    )
+    listing.add_argument("--config", metavar="CLIENT.toml", help=config_help)
+    listing.add_argument("--json", action="store_true", help="print one JSON list")
+    for name, helptext in (
+        ("status", "show a job's state and progress"),
+        ("result", "print a finished job's result"),
+        ("cancel", "cancel a job"),
+    ):
+        cmd = actions.add_parser(name, help=helptext, description=helptext + ".")
+        cmd.add_argument("job_id", metavar="ID")
+        cmd.add_argument("--config", metavar="CLIENT.toml", help=config_help)
+        cmd.add_argument("--json", action="store_true", help="print the JSON document")
+        if name == "result":
+            cmd.add_argument(
+                "--disclosures", action="store_true",
+                help="print the job's disclosure ledger (what the coordinator learned) as JSON",
+            )
+            cmd.add_argument(
+                "--feature-names", type=_columns, metavar="A,B,...",
+                help="name the center columns (the service result carries no names; "
+                "default x0..x{D-1})",
+            )
+            _add_out_argument(cmd)
+
+
+def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> JobCreate:
+    """The :class:`JobCreate` of the job flags (shared by ``job submit`` and ``demo``)."""
+    k_range = None if args.k_range is None else (args.k_range[0], args.k_range[-1])
+    local = None if args.local_range is None else (args.local_range[0], args.local_range[-1])
+    _check_protection(args)
+
+    def build() -> JobCreate:
+        distill = _distill_from_flags(args) if args.algorithm == "fed-distill" else None
+        fedcref = _fedcref_from_flags(args) if args.algorithm == "fedcref" else None
+        return JobCreate(
+            algorithm=args.algorithm, participants=list(participants), k=args.k,
+            k_range=k_range, seed=args.seed, standardise=args.standardise,
+            local_k_range=local, m=args.m, eps=args.eps, max_rounds=args.max_rounds,
+            gamma=args.gamma, protection=args.protection, value_bound=args.value_bound,
+            max_rows=args.max_rows, distill=distill, fedcref=fedcref,
+            min_center_contributors=getattr(args, "min_center_contributors", 1),
+            masking_graph=getattr(args, "masking_graph", "auto"),
+        )
+
+    return _valid_job(build)
+
+
+def _distill_from_flags(args: argparse.Namespace) -> DistillParams:
+    """The ``distill`` block of a fed-distill job from ``--public`` and its flags."""
+    path = getattr(args, "public", None)
+    if path is None or getattr(args, "n_classes", None) is None:
+        raise ValueError("invalid job: fed-distill needs --public FILE.npy and --n-classes")
+    try:
+        public = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--public {path}: not a readable .npy array ({exc})") from None
+    if not isinstance(public, np.ndarray) or public.ndim != 2 or not np.issubdtype(
+        public.dtype, np.number
+    ):
+        raise ValueError(f"--public {path}: must hold a 2-D numeric array (n_public, n_features)")
+    return DistillParams(
+        public=WireArray.of(np.asarray(public, dtype=np.float64)),
+        n_classes=args.n_classes, distance_threshold=args.distance_threshold,
+        temperature=args.temperature, epochs=args.distill_epochs,
+        classifier=args.classifier, mode=args.mode,
+    )
+
+
+def _fedcref_from_flags(args: argparse.Namespace) -> FedCRefParams:
+    """The ``fedcref`` block of a fedcref job from its flags."""
+    return FedCRefParams(
+        hidden=tuple(args.hidden), initial=args.initial, local_k=args.local_k,
+        k_max=args.k_max, epochs=args.epochs, alpha=args.alpha, theta=args.theta,
+        tau=args.tau, fedavg_rounds=args.fedavg_rounds, fedavg_epochs=args.fedavg_epochs,
+        max_iterations=args.max_iterations, refine_with=args.refine_with,
+    )
+
+
+def format_disclosures(ledger: DisclosureLedger) -> str:
+    """The disclosure ledger as text: per participant and task kind, fields and shapes."""
+    lines = [f"what the coordinator learned in job {ledger.job_id} ({ledger.algorithm}):"]
+    for d in ledger.disclosures:
+        kinds = d.task_kind if d.reply_kind == d.task_kind else f"{d.task_kind} → {d.reply_kind}"
+        parts = []
+        for f in d.fields:
+            form = "scalar" if f.shapes is None else " ".join(
+                "x".join(map(str, s)) or "()" for s in f.shapes
+            )
+            parts.append(f"{f.name} [{form}] {f.protection}")
+        lines.append(f"  {d.participant}  {kinds} ×{d.messages}: {', '.join(parts) or 'nothing'}")
+    lines += [f"  note: {n}" for n in ledger.notes]
+    return "\n".join(lines)
+
+
+def print_job_result(client: AnalystClient, job: JobPublic, *, as_json: bool) -> int:
+    """Print a finished job's result (or its error); the exit status for it."""
+    if job.state == "succeeded":
+        doc = client.result(job.id)
+        title = f"job {job.id}"
+        print(doc.model_dump_json(indent=2) if as_json else format_result(doc, title=title))
+        return 0
+    reason = f": {job.error}" if job.error else ""
+    print(f"job {job.id} {job.state}{reason}", file=sys.stderr)
+    return 1
+
+
+def run(args: argparse.Namespace) -> int:
+    config = AnalystConfig.load(args.config)
+    with AnalystClient(config) as client:
+        if args.action == "submit":
+            job = client.submit(_job_from_flags(args, args.participants))
+            if not args.follow:
+                print(job.model_dump_json(indent=2) if args.json else job.id)
+                return 0
+            print(f"submitted job {job.id}", file=sys.stderr)
+            with SweepProgress(job.spec.ks, command="fedclust job submit") as progress:
+                job = client.follow(job.id, on_update=progress.job)
+            return print_job_result(client, job, as_json=args.json)
+        if args.action == "list":
+            print(format_job_list(client.jobs(), as_json=args.json))
+            return 0
+        if args.action == "status":
+            job = client.job(args.job_id)
+            if args.json:
+                print(job.model_dump_json(indent=2))
+            else:
+                print(format_progress(job) + (f"\nerror: {job.error}" if job.error else ""))
+            return 0
+        if args.action == "result":
+            if args.disclosures:
+                print(client.disclosures(args.job_id).model_dump_json(indent=2))
+                return 0
+            doc = with_feature_names(client.result(args.job_id), args.feature_names)
+            if args.out is not None:
+                write_exports(doc, args.out)
+            if args.json:
+                print(doc.model_dump_json(indent=2))
+            else:
+                print(format_result(doc, title=f"job {args.job_id}"))
+                print(format_disclosures(client.disclosures(args.job_id)))
+            return 0
+        job = client.cancel(args.job_id)
+        print(job.model_dump_json(indent=2) if args.json else f"job {job.id} {job.state}")
+        return 0

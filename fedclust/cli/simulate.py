@@ -1,0 +1,282 @@
+"""``fedclust simulate``: a federated K sweep, or a model-based algorithm, in one process."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fedclust.cli._common import (
+    PROTECTION_CHOICES,
+    PROTECTION_HELP,
+    _add_bound_arguments,
+    _add_out_argument,
+    _add_release_argument,
+    _check_protection,
+    _columns,
+    _int_pair,
+    _k_range,
+    _valid_job,
+)
+from fedclust.data.federations import SYNTHETIC, build_federation
+from fedclust.exports import with_feature_names, write_exports
+from fedclust.progress import SweepProgress
+from fedclust.protocol import algorithms
+from fedclust.report import format_result
+from fedclust.simulate import job_spec, simulate
+
+
+def add_arguments(sim: argparse.ArgumentParser) -> None:
+    sim.description = (
+        "Run a federated clustering algorithm over participant datasets in one process, "
+        "through the same participant and coordinator functions as the service, and "
+        "score every K with FedFuzzDB (Stallmann & Wilbik 2022); or run a model-based "
+        "algorithm (FedCRef, clustered federated distillation) on simulated image-holding "
+        "participants and report the groups found."
+    )
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--dataset",
+        metavar="NAME",
+        help=f"built-in data ({', '.join(SYNTHETIC)}) or a shared dataset "
+        "(xclara, s-set1, g2-D-S, pendigits, waveform, bank)",
+    )
+    source.add_argument("--data", metavar="PATH", help="a CSV, gzip CSV or ARFF file")
+    sim.add_argument("--split-by", metavar="COLUMN", help="one participant per value of COLUMN")
+    sim.add_argument("--columns", metavar="A,B,...", type=_columns, help="feature columns")
+    sim.add_argument("--label-column", metavar="COLUMN", help="ground truth, for evaluation only")
+    sim.add_argument(
+        "--missing", choices=("fail", "drop"), default="fail",
+        help="a blank, NA or NaN in a feature column: fail (default) or drop its rows",
+    )
+    sim.add_argument(
+        "--decimal", choices=(".", ","), default=".",
+        help="the decimal mark of --data (',' for 3,14; fields then separated by ';' or TAB)",
+    )
+    sim.add_argument(
+        "--encoding", default="utf-8", metavar="NAME",
+        help="the text encoding of --data (default utf-8), e.g. latin-1",
+    )
+    sim.add_argument("--participants", metavar="P", type=int, help="number of participants")
+    sim.add_argument(
+        "--split", choices=("uniform", "iid", "dirichlet"), default="uniform",
+        help="how a table is split into participants (default: uniform)",
+    )
+    sim.add_argument(
+        "--alpha", type=float,
+        help="Dirichlet concentration (default 0.5); for fedcref: the association percentile "
+        "of eq. 2 (default 75)",
+    )
+    sim.add_argument("--beta", type=float, default=1.0, help="garst-grid locality beta")
+    sim.add_argument(
+        "--algorithm", required=True, choices=algorithms.names(),
+        help="the clustering algorithm; fedcref and fed-distill are model-based (need "
+        "fedclust[deep]; see their argument group)",
+    )
+    ks = sim.add_mutually_exclusive_group()
+    ks.add_argument("--k", type=int, metavar="K", help="a single number of clusters (>= 2)")
+    ks.add_argument("--k-range", type=_k_range, metavar="A:B", help="sweep K from A to B")
+    sim.add_argument("--seed", type=int, help="seed of every algorithmic random choice")
+    sim.add_argument("--standardise", action="store_true", help="federated z-scores first")
+    sim.add_argument("--local", action="store_true", help="also report each local-only K")
+    sim.add_argument(
+        "--local-range", type=_k_range, metavar="A:B", help="local sweep range (default: K range)"
+    )
+    sim.add_argument("--m", type=float, default=2.0, help="fuzzifier (default 2)")
+    sim.add_argument("--eps", type=float, default=1e-3, help="stopping threshold (default 1e-3)")
+    sim.add_argument("--max-rounds", type=int, default=100)
+    sim.add_argument("--gamma", type=float, default=1.0, help="ffcm client sampling fraction")
+    sim.add_argument(
+        "--protection", choices=PROTECTION_CHOICES, default="masking",
+        help=PROTECTION_HELP,
+    )
+    sim.add_argument(
+        "--min-cohort", type=int, default=3,
+        help="participants the counting service needs before releasing the total (default 3)",
+    )
+    _add_bound_arguments(sim)
+    _add_release_argument(sim)
+    sim.add_argument(
+        "--transport", choices=("direct", "asgi"), default="direct",
+        help="direct: call the participants' functions in process (default); asgi: run the "
+        "real coordinator, counting service and agents in one process over in-process HTTP "
+        "(the real protocol without sockets; ground-truth ARI is then not reported)",
+    )
+    sim.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_out_argument(sim)
+    _add_deep_arguments(sim)
+    sim.set_defaults(simulate_parser=sim)
+
+
+def _class_range(text: str) -> tuple[int, int]:
+    """Parse ``A:B`` (inclusive, 1 <= A <= B <= 10) into (A, B)."""
+    lo, hi = _int_pair(text, "2:4")
+    if not 1 <= lo <= hi <= 10:
+        raise argparse.ArgumentTypeError(f"expected 1 <= A <= B <= 10; got {text!r}")
+    return lo, hi
+
+
+_DISTILL = ("fed-distill",)
+_FEDCREF = ("fedcref",)
+_MODEL = algorithms.names("model")
+# The model-based flags: (flag, type or choices, metavar, algorithms that take it, help).
+# Their argparse default is None; deep_simulate resolves the defaults the help states.
+_DEEP_OPTIONS: tuple[tuple[str, Any, str | None, tuple[str, ...], str], ...] = (
+    ("--samples-per-class", int, "N", _MODEL,
+     "training images per class per client (default 30)"),
+    ("--groups", int, "G", _DISTILL, "true groups of clients (default 3)"),
+    ("--clients-per-group", int, "C", _DISTILL, "clients per group (default 4)"),
+    ("--classes-per-group", int, "K", _DISTILL,
+     "classes per group, a distinct random set each (default 3)"),
+    ("--public-per-class", int, "N", _DISTILL, "unlabelled public images per class (default 20)"),
+    ("--distance-threshold", float, "D", _DISTILL,
+     "Ward merge distance at which grouping stops (default 2)"),
+    ("--temperature", float, "T", _DISTILL, "distillation temperature (default 0.1)"),
+    ("--distill-epochs", int, "E", _DISTILL,
+     "distillation epochs (default 30 with an MLP on digits; 50, the paper's, with a CNN on "
+     "mnist)"),
+    ("--mode", ("clustered", "global", "local"), None, _DISTILL,
+     "clustered (the paper, default), global (FedDF-style, one teacher) or local (no "
+     "sharing)"),
+    ("--clients", int, "C", _FEDCREF, "clients (default 8)"),
+    ("--classes-per-client", _class_range, "A:B", _FEDCREF,
+     "each client holds A..B random classes (default 2:4)"),
+    ("--dirtiness", float, "D", _FEDCREF,
+     "probability of mislabelling a row in the simulated initial clustering (default 0)"),
+    ("--initial", ("dirty", "kmeans"), None, _FEDCREF,
+     "initial local clustering: dirty (simulated from the labels, default) or kmeans "
+     "(k-means on an autoencoder code, K_i by silhouette)"),
+    ("--theta", float, "THETA", _FEDCREF,
+     "association threshold of eq. 2 (default 0.2, the paper's, on mnist; 0.55 on digits, "
+     "whose clusters of tens of rows score higher)"),
+    ("--tau", float, "TAU", _FEDCREF,
+     "a client freezes when consecutive assignments agree >= tau (default 0.8)"),
+    ("--fedavg-rounds", int, "R", _FEDCREF, "FedAvg rounds per group per iteration (default 15)"),
+    ("--max-iterations", int, "I", _FEDCREF, "the most iterations (default 3)"),
+    ("--refine-with", ("groups", "all"), None, _FEDCREF,
+     "federated models a client refines with: every group's (default, the authors' code) "
+     "or its own groups' only"),
+    ("--local-epochs", int, "E", _FEDCREF,
+     "local autoencoder training epochs, early stopping (default 60; the paper's 20 suit its "
+     "clusters of thousands of images, smaller ones need more steps)"),
+    ("--param-bound", float, "B", _FEDCREF,
+     "with masking: declared bound on |model parameter| (default 100); the masked field "
+     "n*theta is bounded by B times the largest client's rows"),
+)
+# dest -> algorithms that take it.
+_DEEP_FLAGS = {flag[2:].replace("-", "_"): owners for flag, _, _, owners, _ in _DEEP_OPTIONS}
+# The sweep flags the model-based algorithms do not take (dest -> flag).
+_SWEEP_ONLY = {
+    "data": "--data", "split_by": "--split-by", "columns": "--columns",
+    "label_column": "--label-column", "participants": "--participants", "split": "--split",
+    "beta": "--beta", "k": "--k", "k_range": "--k-range", "standardise": "--standardise",
+    "local": "--local", "local_range": "--local-range", "m": "--m", "eps": "--eps",
+    "max_rounds": "--max-rounds", "gamma": "--gamma", "min_cohort": "--min-cohort",
+    "transport": "--transport", "max_rows": "--max-rows", "value_bound": "--value-bound",
+}
+
+
+def _add_deep_arguments(sim: argparse.ArgumentParser) -> None:
+    deep = sim.add_argument_group(
+        "model-based algorithms (fedcref, fed-distill)",
+        "Need PyTorch (fedclust[deep]). Data: --dataset digits (scikit-learn's 8x8 digits; "
+        "small models and few epochs, each default run well under a minute) or --dataset "
+        "mnist (../shared/datasets/mnist). The federation is simulated from the labelled "
+        "images; --seed (default 0) fixes data split, training and grouping. --protection "
+        "masking (default) masks every group sum of >= 3 members; none sums in the clear. "
+        "fedcref also takes --alpha (eq. 2 percentile, default 75). The sweep flags (--k, "
+        "--k-range, --data, ...) do not apply.",
+    )
+    for flag, kind, metavar, owners, text in _DEEP_OPTIONS:
+        prefix = "" if len(owners) > 1 else f"{owners[0]}: "
+        if isinstance(kind, tuple):
+            deep.add_argument(flag, choices=kind, help=prefix + text)
+        else:
+            deep.add_argument(flag, type=kind, metavar=metavar, help=prefix + text)
+
+
+def _check_deep_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse flags that do not apply to the chosen algorithm (clear ValueError)."""
+    algorithm = args.algorithm
+    flag = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
+    for dest, owners in _DEEP_FLAGS.items():
+        if getattr(args, dest) is not None and algorithm not in owners:
+            raise ValueError(
+                f"{flag[dest]} applies only to --algorithm {' or '.join(owners)}, not "
+                f"{algorithm}"
+            )
+    if algorithms.get(algorithm).family != "model":
+        if args.k is None and args.k_range is None:
+            raise ValueError(f"--algorithm {algorithm} needs --k or --k-range")
+        return
+    for dest, name in _SWEEP_ONLY.items():
+        if getattr(args, dest) != parser.get_default(dest):
+            raise ValueError(f"{name} does not apply to --algorithm {algorithm}")
+    if args.alpha is not None and algorithm != "fedcref":
+        raise ValueError(f"--alpha does not apply to --algorithm {algorithm}")
+    if args.protection == "paillier":
+        raise ValueError(
+            f"--algorithm {algorithm} takes --protection masking or none, not paillier"
+        )
+
+
+def _simulate_deep(args: argparse.Namespace) -> int:
+    from fedclust import deep_simulate as ds
+
+    given = {dest: getattr(args, dest) for dest, owners in _DEEP_FLAGS.items()
+             if args.algorithm in owners and getattr(args, dest) is not None}
+    seed = 0 if args.seed is None else args.seed
+    if args.algorithm == "fedcref":
+        if args.alpha is not None:
+            given["alpha"] = args.alpha
+        doc = ds.simulate_fedcref(args.dataset, protection=args.protection, seed=seed, **given)
+    else:
+        doc = ds.simulate_fed_distill(
+            args.dataset, protection=args.protection, seed=seed, **given
+        )
+    if args.json:
+        print(doc.model_dump_json(indent=2))
+    else:
+        print(ds.format_deep_result(doc, title="fedclust simulate"))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_deep_flags(args, args.simulate_parser)
+    if algorithms.get(args.algorithm).family == "model":
+        return _simulate_deep(args)
+    federation = build_federation(
+        dataset=args.dataset, data=args.data, columns=args.columns, split_by=args.split_by,
+        label_column=args.label_column, participants=args.participants, split=args.split,
+        alpha=0.5 if args.alpha is None else args.alpha, beta=args.beta, seed=args.seed,
+        missing=args.missing, decimal=args.decimal, encoding=args.encoding,
+    )
+    _check_protection(args)
+    ks = [args.k] if args.k is not None else args.k_range
+    local_ks = (args.local_range or ks) if args.local else None
+    params: dict[str, Any] = {
+        "algorithm": args.algorithm, "ks": ks, "seed": args.seed,
+        "standardise": args.standardise, "local_ks": local_ks, "m": args.m, "eps": args.eps,
+        "max_rounds": args.max_rounds, "gamma": args.gamma, "protection": args.protection,
+        "max_rows": args.max_rows, "value_bound": args.value_bound,
+        "min_center_contributors": args.min_center_contributors,
+        "masking_graph": args.masking_graph,
+    }
+    spec = _valid_job(lambda: job_spec(federation, **params))
+    if args.transport == "asgi":
+        from fedclust.inprocess import run_in_process
+
+        doc = run_in_process(federation, spec, min_cohort=args.min_cohort)
+    else:
+        with SweepProgress(spec.ks, command="fedclust simulate") as progress:
+            doc = simulate(
+                federation, min_cohort=args.min_cohort, on_progress=progress.simulation,
+                **params,
+            ).to_document()
+    doc = with_feature_names(doc, federation.feature_names)
+    if args.out is not None:
+        write_exports(doc, args.out)
+    if args.json:
+        print(doc.model_dump_json(indent=2))
+    else:
+        print(format_result(doc, title="fedclust simulate"))
+    return 0

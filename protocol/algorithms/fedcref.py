@@ -1,0 +1,38 @@
+"""FedCRef, Federated Cluster-Wise Refinement (Nardi, Valerio & Passarella): per-cluster
+autoencoders, association by reconstruction error, groups as connected components, FedAvg per
+group and local refinement (``protocol.maths.fedcref``)."""
+
+from __future__ import annotations
+
+from fedclust.protocol.algorithms import AlgorithmSpec
+
+SPECS = (
+    AlgorithmSpec(
+        name="fedcref",
+        title="FedCRef, Federated Cluster-Wise Refinement (Nardi, Valerio & Passarella)",
+        family="model",
+        tasks=frozenset(
+            {"declare", "fedcref_init", "fedcref_train", "fedcref_models", "fedcref_scores",
+             "fedcref_fedavg", "fedcref_refine"}
+        ),
+        procedure_path="fedclust.coordinator.fedcref_job:procedure",
+        plain_notes=(
+            "fedcref (Federated Cluster-Wise Refinement): each participant's number of local "
+            "clusters, one autoencoder per local cluster (shared with the coordinator and the "
+            "other participants: the association needs them, as in the paper; a model trained "
+            "on a cluster can reveal features of its rows), its association scores, its FedAvg "
+            "contributions n·θ and n per group, and the agreement of its consecutive "
+            "assignments reach the coordinator in the clear."
+        ),
+        protected_notes=(
+            "fedcref, protected: each participant's number of local clusters, its local "
+            "autoencoders (shared by design: the association needs them; a model can reveal "
+            "features of its cluster's rows), its association scores and its assignment "
+            "agreement reach the coordinator in the clear; its FedAvg contributions n·θ and n "
+            "are summed masked within each group of at least 3 participants, so the "
+            "coordinator learns only each such group's average model. A group of 2 "
+            "participants is asked in the clear (see the result's notes and "
+            "unprotected_groups)."
+        ),
+    ),
+)

@@ -1,0 +1,23 @@
+"""k-FED, the one-shot federated k-means baseline of Dennis, Li & Smith (2021), Algs. 1-2:
+every participant's local k-means centers, clustered once by the server
+(``protocol.maths.kfed``)."""
+
+from __future__ import annotations
+
+from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+
+SPECS = (
+    AlgorithmSpec(
+        name="kfed",
+        title="k-FED one-shot federated k-means (Dennis, Li & Smith 2021)",
+        family="sweep",
+        tasks=SWEEP_TASKS | {"kfed_centers"},
+        procedure_path="fedclust.coordinator.federated_kmeans:procedure_kfed",
+        plain_notes=(
+            "kfed: each participant's local k-means centers are revealed to the coordinator in "
+            "the clear."
+        ),
+        protected_notes=None,
+        local_clustering=True,
+    ),
+)

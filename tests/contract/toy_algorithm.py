@@ -1,0 +1,64 @@
+"""A toy algorithm written as a newcomer would add one: this module and nothing else.
+
+"toy-damped-fcm" is exact federated FCM with a damped combine step: each round the
+participants' summed Σu^m and Σu^m·x give the FCM target centers T (Corcuera Bárcena et al.,
+Alg. 1), and the centers move half way, C ← C + (T − C)/2. It asks an existing statistic
+(``fcm_sums``) and adds a new combine step; every sum goes through the job's summation
+(plain, masked, Paillier), which also leaves out a participant that stops answering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fedclust.coordinator._rounds import RoundLog, resolve_init
+from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
+from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.maths.exact_fcm import combine_sums
+from fedclust.protocol.wire import messages as msg
+
+#: The fraction of the way to the FCM target centers taken each round.
+DAMPING = 0.5
+
+SPEC = AlgorithmSpec(
+    name="toy-damped-fcm",
+    title="Exact federated FCM with a damped combine step (a test's toy)",
+    family="sweep",
+    tasks=SWEEP_TASKS | {"fcm_sums"},
+    procedure_path=f"{__name__}:procedure",
+    plain_notes=(
+        "toy-damped-fcm: each participant's local sums Σu^m and Σu^m·x per cluster reach the "
+        "coordinator in the clear, every round."
+    ),
+    protected_notes=(
+        "toy-damped-fcm, protected: the coordinator learns only ΣU_c and ΣWS_c over each "
+        "round's participants, hence the damped global centers."
+    ),
+    fuzzy=True,
+)
+
+
+def procedure(participants: Sequence[Any], k: int, options: RunOptions) -> FederatedResult:
+    """Damped exact FCM for one K: C ← C + DAMPING·(T − C), T = ΣWS_c / ΣU_c."""
+    o = options
+    centers = resolve_init(o.init, k, participants[0].n_features, o.rng)
+    log = RoundLog(o.on_round)
+    stop: StopReason = "max_rounds"
+    for round_number in range(1, o.max_rounds + 1):
+        task = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=o.m)
+        total, names = o.summation.sum(participants, task, msg.FcmSumsReply)
+        target = combine_sums([total.to_result()], centers)
+        new_centers = centers + DAMPING * (target - centers)
+        shift = float(np.linalg.norm(new_centers - centers))
+        centers = new_centers
+        log.add(RoundRecord(round=round_number, shift=shift, responders=names))
+        if shift < o.eps:
+            stop = "converged"
+            break
+    return FederatedResult(
+        centers=centers, n_rounds=len(log.records), stop_reason=stop,
+        history=tuple(log.records),
+    )
