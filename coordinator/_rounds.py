@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator.result import RoundRecord
+from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.core.errors import RefusedError, UnavailableError
 from fedclust.core.validation import FloatArray, check_centers
 from fedclust.protocol.maths.release_guard import release_would_expose
@@ -136,6 +136,33 @@ class RoundLog:
         self.records.append(record)
         if self._on_round is not None:
             self._on_round(record)
+
+
+def iterate_centers(
+    centers: FloatArray,
+    step: Callable[[int, FloatArray], tuple[FloatArray, tuple[str, ...]]],
+    *,
+    max_rounds: int,
+    eps: float,
+    on_round: Callable[[RoundRecord], None] | None = None,
+) -> FederatedResult:
+    """The round loop of an algorithm that moves its centers once a round: round r's
+    ``step(r, C)`` gives the new centers and who answered; the run stops once the centers
+    move less than ``eps`` (Frobenius norm: "converged") or after ``max_rounds``."""
+    log = RoundLog(on_round)
+    stop: StopReason = "max_rounds"
+    for round_number in range(1, max_rounds + 1):
+        new_centers, names = step(round_number, centers)
+        shift = float(np.linalg.norm(new_centers - centers))
+        centers = new_centers
+        log.add(RoundRecord(round=round_number, shift=shift, responders=names))
+        if shift < eps:
+            stop = "converged"
+            break
+    return FederatedResult(
+        centers=centers, n_rounds=len(log.records), stop_reason=stop,
+        history=tuple(log.records),
+    )
 
 
 class Gatherer:

@@ -24,21 +24,17 @@ dropout whose masks the survivors remove.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import RoundLog, resolve_init
-from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
+from fedclust.coordinator._rounds import iterate_centers, resolve_init
+from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions
 from fedclust.coordinator.secure_sum import PlainSummation, Summation
-from fedclust.core.validation import (
-    check_float,
-    check_fuzzifier,
-    check_int,
-    rng_from,
-)
+from fedclust.core.validation import FloatArray, check_float, check_fuzzifier, check_int, rng_from
 from fedclust.protocol.maths.exact_fcm import combine_sums
 from fedclust.protocol.wire import messages as msg
 
@@ -112,27 +108,17 @@ def run_exact_fcm(
 
     centers = resolve_init(init, k, n_features, rng)
 
-    log = RoundLog(on_round)
-    summation = summation if summation is not None else PlainSummation()
-    stop: StopReason = "max_rounds"
-    for round_number in range(1, max_rounds + 1):
-        sampled = [participants[i] for i in _sample(len(participants), gamma, rng)]
-        task = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=m)
-        total, names = summation.sum(sampled, task, msg.FcmSumsReply)
-        new_centers = combine_sums([total.to_result()], centers)
-        shift = float(np.linalg.norm(new_centers - centers))
-        centers = new_centers
-        log.add(RoundRecord(round=round_number, shift=shift, responders=names))
-        if shift < eps:
-            stop = "converged"
-            break
+    summed = summation if summation is not None else PlainSummation()
 
-    return FederatedResult(
-        centers=centers,
-        n_rounds=len(log.records),
-        stop_reason=stop,
-        history=tuple(log.records),
-        contributors=np.full(k, float(len(log.records[-1].responders))),
+    def step(_: int, C: FloatArray) -> tuple[FloatArray, tuple[str, ...]]:
+        sampled = [participants[i] for i in _sample(len(participants), gamma, rng)]
+        task = msg.FcmSumsTask(centers=msg.WireArray.of(C), m=m)
+        total, names = summed.sum(sampled, task, msg.FcmSumsReply)
+        return combine_sums([total.to_result()], C), names
+
+    result = iterate_centers(centers, step, max_rounds=max_rounds, eps=eps, on_round=on_round)
+    return dataclasses.replace(
+        result, contributors=np.full(k, float(len(result.history[-1].responders)))
     )
 
 

@@ -24,6 +24,7 @@ from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray, check_centers
 from fedclust.participant.model_tasks import MODEL_TASKS
 from fedclust.participant.policy import Policy
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths import (
     center_kmeans,
     choose_k,
@@ -226,6 +227,23 @@ class LocalParticipant:
         starts = center_kmeans.check_starts(centers, n_features=self.n_features)
         return center_kmeans.participant_center_scatter(held, starts)
 
+    # -- a registered statistic (protocol.algorithms.StatisticSpec) -------------------------
+    def statistic(self, name: str, centers: ArrayLike) -> dict[str, FloatArray]:
+        """The fields of the registered statistic ``name`` of the local rows for ``centers``,
+        each of the shape the statistic declares."""
+        spec = algorithms.statistic(name)
+        C = np.asarray(centers, dtype=np.float64)
+        if not np.all(np.isfinite(C)) or (C.ndim >= 1 and C.shape[-1] != self.n_features):
+            raise RefusedError(f"a {name!r} statistic needs finite centers of width "
+                               f"{self.n_features}.")
+        fields = spec.compute()(self._in_memory().X, C)
+        declared = spec.shapes(self.n_features, C.shape)
+        out = {field: np.asarray(value, dtype=np.float64) for field, value in fields.items()}
+        if {f: v.shape for f, v in out.items()} != declared:
+            raise ValueError(f"statistic {name!r} computed fields of other shapes than it "
+                             "declares")
+        return out
+
     # -- validation -------------------------------------------------------------------------
     def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> validity.FuzzyDBSums:
         """Per-cluster spread and membership sums for FedFuzzDB (Stallmann eq. 14–16)."""
@@ -307,4 +325,9 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             return msg.CenterSumsReply.of(computations.center_sums(centers.to_numpy()))
         case msg.CenterScatterTask(centers=centers):
             return msg.CenterScatterReply.of(computations.center_scatter(centers.to_numpy()))
+        case msg.StatisticTask(name=name, centers=centers):
+            fields = computations.statistic(name, centers.to_numpy())
+            return msg.StatisticReply(
+                fields={field: msg.WireArray.of(value) for field, value in fields.items()}
+            )
     raise RefusedError(f"this participant does not answer {spec.kind!r} tasks")

@@ -199,6 +199,8 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
         case msg.HoldKmeansInitTask(k=k) | msg.KfedCentersTask(k_local=k):
             if k not in terms.ks:
                 raise _refusal(f"a {spec.kind!r} task for K={k} is outside the job's {_ks(terms)}")
+        case msg.StatisticTask(name=name) if name not in algorithms.get(terms.algorithm).statistics:
+            raise _refusal(f"a {terms.algorithm!r} job asks no {name!r} statistic")
         case msg.FedCRefInitTask(k=k, k_max=k_max):
             params = terms.fedcref if terms.fedcref is not None else msg.FedCRefParams()
             if (k, k_max) != (params.local_k, params.k_max):

@@ -17,13 +17,15 @@ summation, on_stage, notes) -> ResultDocument``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Generic, Literal, TypeVar
 
 __all__ = [
-    "SWEEP_TASKS", "AlgorithmSpec", "Family", "get", "names", "register", "unregister",
+    "SWEEP_TASKS", "AlgorithmSpec", "Family", "StatisticSpec", "get", "names", "register",
+    "register_statistic", "statistic", "statistic_names", "unregister", "unregister_statistic",
 ]
 
 Family = Literal["sweep", "model"]
@@ -57,6 +59,8 @@ class AlgorithmSpec:
         fcm_rule: the participants' exact-sum FCM rule applies (Corcuera Bárcena et al. §4.2).
         counts_contributors: its centers count the participants behind them
             (``min_center_contributors``).
+        statistics: the registered statistics (:class:`StatisticSpec`) it asks in
+            ``statistic`` tasks; a participant refuses any other.
     """
 
     name: str
@@ -70,10 +74,7 @@ class AlgorithmSpec:
     local_clustering: bool = False
     fcm_rule: bool = False
     counts_contributors: bool = False
-    _loaded: dict[str, Callable[..., Any]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-
+    statistics: frozenset[str] = frozenset()
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
             raise ValueError(f"an algorithm name is letters, digits, '-', '_' and '.'; got "
@@ -87,6 +88,8 @@ class AlgorithmSpec:
                              f"{self.procedure_path!r}")
         if not self.plain_notes:
             raise ValueError(f"algorithm {self.name!r} needs plain_notes for the ledger")
+        if self.statistics and "statistic" not in self.tasks:
+            raise ValueError(f"algorithm {self.name!r} asks statistics: list 'statistic' in tasks")
 
     @property
     def plain_only(self) -> bool:
@@ -95,42 +98,121 @@ class AlgorithmSpec:
 
     def procedure(self) -> Callable[..., Any]:
         """Its coordinator-side procedure, imported on first use."""
-        if "f" not in self._loaded:
-            module, _, attr = self.procedure_path.partition(":")
-            self._loaded["f"] = getattr(importlib.import_module(module), attr)
-        return self._loaded["f"]
+        return _load(self.procedure_path)
 
 
-_REGISTRY: dict[str, AlgorithmSpec] = {}
+Shapes = Callable[[int, tuple[int, ...]], dict[str, tuple[int, ...]]]
+Bounds = Callable[[int, tuple[int, ...], int, float], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class StatisticSpec:
+    """A sum-type statistic over a participant's rows for given centers, asked with the
+    generic ``statistic`` task (``protocol.wire.messages.StatisticTask``): adding one adds no
+    wire class.
+
+    Attributes:
+        name: what the task names.
+        shapes: ``(D, centers' shape) -> {field: shape}``, every field summed over participants.
+        bounds: ``(D, centers' shape, N, B) -> {field: bound}``, the most |sum| one participant
+            with at most N rows, every value within [-B, B], can give for each field (the
+            fixed-point encoding of a protected sum, ``protocol.wire.bounds``).
+        compute_path: ``"module:function"`` of what a participant computes,
+            ``f(X (N, D), centers) -> {field: array}``, imported on first use.
+    """
+
+    name: str
+    shapes: Shapes
+    bounds: Bounds
+    compute_path: str
+
+    def compute(self) -> Callable[..., Any]:
+        """What a participant computes, imported on first use."""
+        return _load(self.compute_path)
+
+
+@functools.cache
+def _load(path: str) -> Callable[..., Any]:
+    """The function ``"module:function"`` names, imported once."""
+    module, _, attr = path.partition(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+    return function
+
+
+S = TypeVar("S", AlgorithmSpec, StatisticSpec)
+
+
+class _Registry(Generic[S]):
+    """Specs by name, in registration order."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._specs: dict[str, S] = {}
+
+    def add(self, spec: S) -> S:
+        if spec.name in self._specs:
+            raise ValueError(f"a {self._what} named {spec.name!r} is already registered")
+        self._specs[spec.name] = spec
+        return spec
+
+    def remove(self, name: str) -> None:
+        self.get(name)
+        del self._specs[name]
+
+    def specs(self) -> tuple[S, ...]:
+        return tuple(self._specs.values())
+
+    def get(self, name: str, where: Callable[[S], bool] = lambda _: True) -> S:
+        spec = self._specs.get(name)
+        if spec is None or not where(spec):
+            choices = ", ".join(repr(s.name) for s in self.specs() if where(s))
+            raise ValueError(f"unknown {self._what} {name!r}; choose one of {choices}")
+        return spec
+
+
+_ALGORITHMS: _Registry[AlgorithmSpec] = _Registry("algorithm")
+_STATISTICS: _Registry[StatisticSpec] = _Registry("statistic")
 
 
 def register(spec: AlgorithmSpec) -> AlgorithmSpec:
     """Add ``spec``; a name already registered is a ValueError."""
-    if spec.name in _REGISTRY:
-        raise ValueError(f"an algorithm named {spec.name!r} is already registered")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return _ALGORITHMS.add(spec)
 
 
 def unregister(name: str) -> None:
     """Remove a registered algorithm (a test's own)."""
-    get(name)
-    del _REGISTRY[name]
+    _ALGORITHMS.remove(name)
 
 
 def names(family: Family | None = None) -> tuple[str, ...]:
-    """The registered names (of one family), in registration order."""
-    return tuple(n for n, s in _REGISTRY.items() if family is None or s.family == family)
+    """The registered algorithms' names (of one family), in registration order."""
+    return tuple(s.name for s in _ALGORITHMS.specs() if family in (None, s.family))
 
 
 def get(name: str, family: Family | None = None) -> AlgorithmSpec:
     """The spec of ``name``; an unknown name (or one of another family) is a ValueError
     naming the choices."""
-    spec = _REGISTRY.get(name)
-    if spec is None or (family is not None and spec.family != family):
-        choices = ", ".join(repr(n) for n in names(family))
-        raise ValueError(f"unknown algorithm {name!r}; choose one of {choices}")
-    return spec
+    return _ALGORITHMS.get(name, lambda s: family in (None, s.family))
+
+
+def register_statistic(spec: StatisticSpec) -> StatisticSpec:
+    """Add ``spec``; a name already registered is a ValueError."""
+    return _STATISTICS.add(spec)
+
+
+def unregister_statistic(name: str) -> None:
+    """Remove a registered statistic (a test's own)."""
+    _STATISTICS.remove(name)
+
+
+def statistic_names() -> tuple[str, ...]:
+    """The registered statistics' names, in registration order."""
+    return tuple(s.name for s in _STATISTICS.specs())
+
+
+def statistic(name: str) -> StatisticSpec:
+    """The spec of a registered statistic; an unknown name is a ValueError."""
+    return _STATISTICS.get(name)
 
 
 def _register_builtins() -> None:

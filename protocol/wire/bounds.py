@@ -112,6 +112,11 @@ def field_bounds(
         case msg.CenterScatterTask(weight_bound=weight_bound):
             W = N if weight_bound is None else weight_bound
             return {"scatter": W * distance**2, "removal": W * distance**2}
+        case msg.StatisticTask(name=name, centers=centers):
+            declared = algorithms.statistic(name).bounds(
+                n_features, tuple(centers.shape), max_rows, value_bound
+            )
+            return {field: float(bound) for field, bound in declared.items()}
         case msg.DistillSoftTask():
             return {"soft_sum": 1.0, "members": 1.0}
         case msg.FedCRefFedavgTask():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
@@ -63,11 +64,12 @@ _DTYPES: Final[dict[str, np.dtype[Any]]] = {
 
 @dataclass(frozen=True)
 class Registered:
-    """An algorithm name of the registry (``protocol.algorithms``), of one family or any:
-    checked when read, and listed as the ``enum`` of its JSON schema when the schema is made,
-    so the OpenAPI document names every algorithm registered then."""
+    """A name of one of the registries (``protocol.algorithms``: its algorithms of one family
+    or any, or its statistics): checked when read, and listed as the ``enum`` of its JSON
+    schema when the schema is made, so the OpenAPI document names every one registered then."""
 
-    family: algorithms.Family | None = None
+    names: Callable[[], tuple[str, ...]]
+    what: str = "algorithm"
 
     def __get_pydantic_core_schema__(
         self, source: Any, handler: GetCoreSchemaHandler
@@ -78,22 +80,23 @@ class Registered:
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         out = handler(schema)
-        out["enum"] = list(algorithms.names(self.family))
+        if self.names():  # an empty enum would admit nothing: left out
+            out["enum"] = list(self.names())
         return out
 
     def _check(self, name: str) -> str:
-        if name not in algorithms.names(self.family):  # errors never echo the value
-            choices = ", ".join(repr(n) for n in algorithms.names(self.family))
-            raise ValueError(f"unknown algorithm; choose one of {choices}")
+        if name not in self.names():  # errors never echo the value
+            choices = ", ".join(repr(n) for n in self.names())
+            raise ValueError(f"unknown {self.what}; choose one of {choices}")
         return name
 
 
 #: A sweep algorithm's name (a K sweep scored by FedFuzzDB).
-Algorithm = Annotated[str, Registered("sweep")]
+Algorithm = Annotated[str, Registered(lambda: algorithms.names("sweep"))]
 #: A model-based algorithm's name (no K sweep).
-ModelAlgorithm = Annotated[str, Registered("model")]
+ModelAlgorithm = Annotated[str, Registered(lambda: algorithms.names("model"))]
 #: Every algorithm a job, a task or a participant's policy can name.
-AnyAlgorithm = Annotated[str, Registered()]
+AnyAlgorithm = Annotated[str, Registered(algorithms.names)]
 ProtectionScheme = Literal["none", "masking", "paillier"]
 Identifier = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 #: The largest integer any wire field takes: every integer fits a signed 64-bit column and
@@ -318,6 +321,16 @@ class CenterScatterTask(_Strict):
     )
 
 
+class StatisticTask(_Strict):
+    """A registered sum-type statistic (``protocol.algorithms.StatisticSpec``) of the rows
+    for ``centers``: the one task of every statistic an algorithm adds, whose reply's fields
+    and shapes the statistic declares."""
+
+    kind: Literal["statistic"] = "statistic"
+    name: Annotated[Identifier, Registered(algorithms.statistic_names, "statistic")]
+    centers: WireArray
+
+
 # -- clustered federated distillation (Yang & Tae 2023; coordinator.distillation) ------------
 class DistillTrainTask(_Strict):
     """Initialise the job's classifier from ``seed`` and train it on the local labelled rows."""
@@ -450,6 +463,7 @@ SumTaskSpec = Annotated[
     | SilhouetteSumsTask
     | CenterSumsTask
     | CenterScatterTask
+    | StatisticTask
     | DistillSoftTask
     | FedCRefFedavgTask,
     Field(discriminator="kind"),
@@ -592,6 +606,7 @@ TaskSpec = Annotated[
     | HoldKmeansStepTask
     | CenterSumsTask
     | CenterScatterTask
+    | StatisticTask
     | SecureSetupTask
     | SecureGraphTask
     | SecureInputTask
@@ -856,6 +871,14 @@ class CenterScatterReply(_Strict):
         return CenterScatter(scatter=self.scatter.to_numpy(), removal=self.removal.to_numpy())
 
 
+class StatisticReply(_Strict):
+    """The fields of a registered statistic (:class:`StatisticTask`), each an array of the
+    shape the statistic declares (:func:`check_reply`)."""
+
+    kind: Literal["statistic"] = "statistic"
+    fields: dict[Identifier, WireArray] = Field(max_length=64)
+
+
 class KeyAdvertReply(_Strict):
     kind: Literal["key_advert"] = "key_advert"
     advert: SignedKeys
@@ -905,6 +928,7 @@ Reply = Annotated[
     | LocalKReply
     | CenterSumsReply
     | CenterScatterReply
+    | StatisticReply
     | KeyAdvertReply
     | GraphReply
     | MaskedInputReply
@@ -938,6 +962,7 @@ REPLY_KIND: Final[dict[str, str]] = {
     "hold_kmeans_step": "ack",
     "center_sums": "center_sums",
     "center_scatter": "center_scatter",
+    "statistic": "statistic",
     "secure_setup": "key_advert",
     "secure_graph": "masking_graph",
     "secure_input": "masked_input",
@@ -1414,6 +1439,8 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
         case CenterScatterTask():
             S, K = spec.centers.shape[:2]
             return {"scatter": (S, K, D * (D + 1) // 2), "removal": (S, K)}
+        case StatisticTask():
+            return algorithms.statistic(spec.name).shapes(D, tuple(spec.centers.shape))
         case DistillSoftTask():
             return {"soft_sum": (spec.public.shape[0], spec.n_classes), "members": (1,)}
         case FedCRefFedavgTask():
@@ -1442,6 +1469,8 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
             }
         case CenterScatterReply():
             return {"scatter": reply.scatter.to_numpy(), "removal": reply.removal.to_numpy()}
+        case StatisticReply():
+            return {name: value.to_numpy() for name, value in reply.fields.items()}
         case DistillSoftReply():
             return {"soft_sum": reply.soft_sum.to_numpy(), "members": reply.members.to_numpy()}
         case FedCRefFedavgReply():
@@ -1474,6 +1503,8 @@ def reply_of_sums(
             )
         case CenterScatterTask():
             return CenterScatterReply(scatter=w["scatter"], removal=w["removal"])
+        case StatisticTask():
+            return StatisticReply(fields=w)
         case DistillSoftTask():
             return DistillSoftReply(soft_sum=w["soft_sum"], members=w["members"])
         case FedCRefFedavgTask():
@@ -1536,6 +1567,21 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
         case CenterScatterReply():
             assert isinstance(spec, CenterScatterTask)
             want = sum_fields(spec, D)
+        case StatisticReply():
+            assert isinstance(spec, StatisticTask)
+            declared = sum_fields(spec, D)
+            if set(reply.fields) != set(declared):
+                raise ValueError(
+                    f"a {spec.name!r} statistic has the fields {sorted(declared)}; got "
+                    f"{sorted(reply.fields)}"
+                )
+            for name, value in reply.fields.items():
+                if tuple(value.shape) != declared[name] or value.dtype != "float64":
+                    raise ValueError(
+                        f"reply field {name!r} must be float64 of shape {declared[name]}; got "
+                        f"{value.dtype} of shape {tuple(value.shape)}"
+                    )
+            want = {}
         case MaskedInputReply():
             _check_masked(spec, reply, D)
             want = {}

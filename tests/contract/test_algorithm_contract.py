@@ -1,10 +1,12 @@
 """The contract every registered algorithm keeps, checked over the registry (as
 scikit-learn's ``parametrize_with_checks`` checks every estimator).
 
-For every algorithm of ``protocol.algorithms`` — and for ``toy-damped-fcm``, a new algorithm
-written in one module (:mod:`tests.contract.toy_algorithm`) and registered only here — the
-checks are: a policy and a participant's config accept its name; the coordinator's OpenAPI
-document lists it; the disclosure ledger has its notes. A sweep algorithm also gives the same
+For every algorithm of ``protocol.algorithms``, and for two new ones each written in one
+module and registered only here — ``toy-damped-fcm`` (:mod:`tests.contract.toy_algorithm`:
+a new combine step over an existing statistic) and ``toy-lloyd``
+(:mod:`tests.contract.toy_lloyd`: a new statistic and its combine step) — a policy and a
+participant's config accept its name; the coordinator's OpenAPI document lists it (and its
+statistics); the disclosure ledger has its notes. A sweep algorithm also gives the same
 centers whether its sums travel in the clear, masked or Paillier-encrypted (within the
 fixed-point resolution, n·2^-40), or is refused under protection when it sends local centers
 by design; runs over the in-process service exactly as in the simulator, with a ledger that
@@ -33,19 +35,23 @@ from fedclust.participant.policy import Policy
 from fedclust.protocol import algorithms
 from fedclust.protocol.wire import messages as msg
 from fedclust.simulate import CountingService, simulate
-from tests.contract import toy_algorithm
+from tests.contract import toy_algorithm, toy_lloyd
 from tests.coordinator.test_dropout import NAMES, DroppingChannel, _parts
 
-TOY = toy_algorithm.SPEC.name
-ALL = [*algorithms.names(), TOY]
-SWEEP = [*algorithms.names("sweep"), TOY]
+TOYS = [toy_algorithm.SPEC.name, toy_lloyd.SPEC.name]
+ALL = [*algorithms.names(), *TOYS]
+SWEEP = [*algorithms.names("sweep"), *TOYS]
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _toy_registered() -> Iterator[None]:
+def _toys_registered() -> Iterator[None]:
     algorithms.register(toy_algorithm.SPEC)
+    algorithms.register(toy_lloyd.SPEC)
+    algorithms.register_statistic(toy_lloyd.STATISTIC)
     yield
-    algorithms.unregister(TOY)
+    algorithms.unregister_statistic(toy_lloyd.STATISTIC.name)
+    for name in TOYS:
+        algorithms.unregister(name)
 
 
 def _federation() -> Federation:
@@ -77,6 +83,8 @@ def test_the_openapi_document_lists_it(name: str) -> None:
     schemas = openapi_document()["components"]["schemas"]
     assert name in schemas["JobCreate"]["properties"]["algorithm"]["enum"]
     assert name in schemas["Task"]["properties"]["algorithm"]["enum"]
+    for statistic in algorithms.get(name).statistics:
+        assert statistic in schemas["StatisticTask"]["properties"]["name"]["enum"]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -122,6 +130,9 @@ def test_the_service_runs_it_as_the_simulator_does(name: str, tmp_path: Path) ->
     expected = registered.plain_notes if protection == "none" else registered.protected_notes
     assert expected in ledger.notes
     assert {d.participant for d in ledger.disclosures} == set(NAMES)
+    if registered.statistics:  # its statistics reached the coordinator only as sums
+        kinds = {d.reply_kind for d in ledger.disclosures}
+        assert ("statistic" in kinds) == (protection == "none"), kinds
 
 
 @pytest.mark.parametrize("name", SWEEP)
@@ -157,3 +168,17 @@ def test_an_unknown_name_is_refused_naming_the_choices() -> None:
             name="incomplete", title="", family="sweep", tasks=frozenset({"fcm_sums"}),
             procedure_path="m:f", plain_notes="incomplete: …", protected_notes=None,
         )
+
+
+def test_a_statistic_reply_is_checked_against_its_declared_shapes() -> None:
+    centers = msg.WireArray.of(np.zeros((3, 2)))
+    task = msg.StatisticTask(name=toy_lloyd.STATISTIC.name, centers=centers)
+    sums, counts = msg.WireArray.of(np.zeros((3, 2))), msg.WireArray.of(np.zeros(3))
+    msg.check_reply(task, msg.StatisticReply(fields={"sums": sums, "counts": counts}), 2)
+    with pytest.raises(ValueError, match="has the fields"):
+        msg.check_reply(task, msg.StatisticReply(fields={"sums": sums}), 2)
+    wrong = msg.WireArray.of(np.zeros(4))
+    with pytest.raises(ValueError, match=r"'counts' must be float64 of shape \(3,\)"):
+        msg.check_reply(task, msg.StatisticReply(fields={"sums": sums, "counts": wrong}), 2)
+    with pytest.raises(ValueError, match="unknown statistic; choose one of 'toy_lloyd_sums'"):
+        msg.StatisticTask(name="nope", centers=centers)

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from fedclust.coordinator._rounds import RoundLog, resolve_init
-from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
+from fedclust.coordinator._rounds import iterate_centers, resolve_init
+from fedclust.coordinator.result import FederatedResult, RunOptions
+from fedclust.core.validation import FloatArray
 from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
 from fedclust.protocol.maths.exact_fcm import combine_sums
 from fedclust.protocol.wire import messages as msg
@@ -44,21 +43,11 @@ SPEC = AlgorithmSpec(
 def procedure(participants: Sequence[Any], k: int, options: RunOptions) -> FederatedResult:
     """Damped exact FCM for one K: C ← C + DAMPING·(T − C), T = ΣWS_c / ΣU_c."""
     o = options
-    centers = resolve_init(o.init, k, participants[0].n_features, o.rng)
-    log = RoundLog(o.on_round)
-    stop: StopReason = "max_rounds"
-    for round_number in range(1, o.max_rounds + 1):
-        task = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=o.m)
+
+    def step(_: int, C: FloatArray) -> tuple[FloatArray, tuple[str, ...]]:
+        task = msg.FcmSumsTask(centers=msg.WireArray.of(C), m=o.m)
         total, names = o.summation.sum(participants, task, msg.FcmSumsReply)
-        target = combine_sums([total.to_result()], centers)
-        new_centers = centers + DAMPING * (target - centers)
-        shift = float(np.linalg.norm(new_centers - centers))
-        centers = new_centers
-        log.add(RoundRecord(round=round_number, shift=shift, responders=names))
-        if shift < o.eps:
-            stop = "converged"
-            break
-    return FederatedResult(
-        centers=centers, n_rounds=len(log.records), stop_reason=stop,
-        history=tuple(log.records),
-    )
+        return C + DAMPING * (combine_sums([total.to_result()], C) - C), names
+
+    init = resolve_init(o.init, k, participants[0].n_features, o.rng)
+    return iterate_centers(init, step, max_rounds=o.max_rounds, eps=o.eps, on_round=o.on_round)
