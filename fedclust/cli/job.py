@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -20,30 +21,18 @@ from fedclust.cli._common import (
     _k_range,
     _valid_job,
 )
+from fedclust.cli._params import add_params_flags, params_from_flags, params_model
 from fedclust.client import AnalystClient, AnalystConfig, format_progress
 from fedclust.exports import with_feature_names, write_exports
 from fedclust.progress import SweepProgress
 from fedclust.protocol import algorithms
 from fedclust.protocol.wire.messages import (
     DisclosureLedger,
-    DistillParams,
-    FedCRefParams,
     JobCreate,
     JobPublic,
     WireArray,
 )
 from fedclust.report import format_job_list, format_result
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    """Parse ``H,H,...`` (1 to 8 positive layer widths)."""
-    try:
-        widths = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected widths like 100,64,32; got {text!r}") from None
-    if not 1 <= len(widths) <= 8 or min(widths) < 1:
-        raise argparse.ArgumentTypeError(f"expected 1 to 8 widths >= 1; got {text!r}")
-    return widths
 
 
 def _participant_ids(text: str) -> list[str]:
@@ -84,79 +73,10 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
     submit.add_argument(
         "--seed", type=int, help="seed of every algorithmic random choice (default: drawn)"
     )
-    distill = submit.add_argument_group("fed-distill")
-    distill.add_argument(
+    add_params_flags(submit)["fed-distill"].add_argument(
         "--public", type=Path, metavar="FILE.npy",
         help="the public unlabelled set, a 2-D .npy array (n_public, n_features) scaled as "
         "the participants' rows",
-    )
-    distill.add_argument("--n-classes", type=int, metavar="C", help="labels are 0..C-1")
-    distill.add_argument(
-        "--distance-threshold", type=float, default=2.0,
-        help="Ward merge distance at which grouping stops (default 2, the paper's)",
-    )
-    distill.add_argument(
-        "--temperature", type=float, default=0.1, help="distillation temperature (default 0.1)"
-    )
-    distill.add_argument(
-        "--distill-epochs", type=int, default=30, help="distillation epochs (default 30)"
-    )
-    distill.add_argument(
-        "--classifier", choices=("mlp", "cnn"), default="mlp",
-        help="local classifier (cnn: square images only; default mlp)",
-    )
-    distill.add_argument(
-        "--mode", choices=("clustered", "global", "local"), default="clustered",
-        help="clustered (the paper), global (one teacher) or local (no sharing)",
-    )
-    fedcref = submit.add_argument_group(
-        "fedcref", "Defaults are the paper's (Nardi, Valerio & Passarella)."
-    )
-    fedcref.add_argument(
-        "--hidden", type=_widths, default=(100, 64, 32), metavar="H,H,...",
-        help="autoencoder encoder widths, decoder mirrored (default 100,64,32)",
-    )
-    fedcref.add_argument(
-        "--initial", choices=("kmeans", "labels"), default="kmeans",
-        help="initial local clustering: kmeans (k-means on an autoencoder code, default) or "
-        "labels (each participant's own [data] label_column)",
-    )
-    fedcref.add_argument(
-        "--local-k", type=int, metavar="K",
-        help="every participant's K_i for kmeans (default: chosen by the silhouette)",
-    )
-    fedcref.add_argument(
-        "--k-max", type=int, default=6, help="largest K_i the silhouette tries (default 6)"
-    )
-    fedcref.add_argument(
-        "--epochs", type=int, default=20,
-        help="local training epochs, early stopping (default 20, the paper's, for clusters "
-        "of thousands of rows; clusters of tens to hundreds need ~60)",
-    )
-    fedcref.add_argument(
-        "--alpha", type=float, default=75.0, help="eq. 2 percentile (default 75)"
-    )
-    fedcref.add_argument(
-        "--theta", type=float, default=0.2,
-        help="eq. 2 association threshold (default 0.2; clusters of tens of rows need ~0.55)",
-    )
-    fedcref.add_argument(
-        "--tau", type=float, default=0.8,
-        help="a participant freezes when consecutive assignments agree >= tau (default 0.8)",
-    )
-    fedcref.add_argument(
-        "--fedavg-rounds", type=int, default=15, help="FedAvg rounds per group (default 15)"
-    )
-    fedcref.add_argument(
-        "--fedavg-epochs", type=int, default=2, help="epochs per FedAvg round (default 2)"
-    )
-    fedcref.add_argument(
-        "--max-iterations", type=int, default=10, help="the most iterations (default 10)"
-    )
-    fedcref.add_argument(
-        "--refine-with", choices=("groups", "all"), default="all",
-        help="federated models a participant refines with: every group's (default, the "
-        "authors' code) or its own groups' only",
     )
     submit.add_argument("--standardise", action="store_true", help="federated z-scores first")
     submit.add_argument(
@@ -214,14 +134,13 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
     _check_protection(args)
 
     def build() -> JobCreate:
-        distill = _distill_from_flags(args) if args.algorithm == "fed-distill" else None
-        fedcref = _fedcref_from_flags(args) if args.algorithm == "fedcref" else None
+        blocks = _params_blocks(args)
         return JobCreate(
             algorithm=args.algorithm, participants=list(participants), k=args.k,
             k_range=k_range, seed=args.seed, standardise=args.standardise,
             local_k_range=local, m=args.m, eps=args.eps, max_rounds=args.max_rounds,
             gamma=args.gamma, protection=args.protection, value_bound=args.value_bound,
-            max_rows=args.max_rows, distill=distill, fedcref=fedcref,
+            max_rows=args.max_rows, **blocks,
             min_center_contributors=getattr(args, "min_center_contributors", 1),
             masking_graph=getattr(args, "masking_graph", "auto"),
         )
@@ -229,10 +148,23 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
     return _valid_job(build)
 
 
-def _distill_from_flags(args: argparse.Namespace) -> DistillParams:
-    """The ``distill`` block of a fed-distill job from ``--public`` and its flags."""
-    path = getattr(args, "public", None)
-    if path is None or getattr(args, "n_classes", None) is None:
+def _params_blocks(args: argparse.Namespace) -> dict[str, Any]:
+    """The job's parameters block of its algorithm, from the flags made for it
+    (``fedclust.cli._params``); fed-distill's public set from ``--public``."""
+    block = algorithms.get(args.algorithm).params_block
+    if block is None:
+        return {}
+    fields = params_from_flags(args, args.algorithm)
+    if args.algorithm == "fed-distill":
+        fields["public"] = _public_set(getattr(args, "public", None), fields)
+    model = params_model(args.algorithm)
+    assert model is not None
+    return {block: model(**fields)}
+
+
+def _public_set(path: Path | None, fields: dict[str, Any]) -> WireArray:
+    """fed-distill's public set from ``--public FILE.npy``."""
+    if path is None or "n_classes" not in fields:
         raise ValueError("invalid job: fed-distill needs --public FILE.npy and --n-classes")
     try:
         public = np.load(path, allow_pickle=False)
@@ -242,22 +174,7 @@ def _distill_from_flags(args: argparse.Namespace) -> DistillParams:
         public.dtype, np.number
     ):
         raise ValueError(f"--public {path}: must hold a 2-D numeric array (n_public, n_features)")
-    return DistillParams(
-        public=WireArray.of(np.asarray(public, dtype=np.float64)),
-        n_classes=args.n_classes, distance_threshold=args.distance_threshold,
-        temperature=args.temperature, epochs=args.distill_epochs,
-        classifier=args.classifier, mode=args.mode,
-    )
-
-
-def _fedcref_from_flags(args: argparse.Namespace) -> FedCRefParams:
-    """The ``fedcref`` block of a fedcref job from its flags."""
-    return FedCRefParams(
-        hidden=tuple(args.hidden), initial=args.initial, local_k=args.local_k,
-        k_max=args.k_max, epochs=args.epochs, alpha=args.alpha, theta=args.theta,
-        tau=args.tau, fedavg_rounds=args.fedavg_rounds, fedavg_epochs=args.fedavg_epochs,
-        max_iterations=args.max_iterations, refine_with=args.refine_with,
-    )
+    return WireArray.of(np.asarray(public, dtype=np.float64))
 
 
 def format_disclosures(ledger: DisclosureLedger) -> str:

@@ -61,6 +61,8 @@ class AlgorithmSpec:
             (``min_center_contributors``).
         statistics: the registered statistics (:class:`StatisticSpec`) it asks in
             ``statistic`` tasks; a participant refuses any other.
+        params_block: the field of a job (``JobCreate``) holding its own parameters model,
+            from which the command line's flags are made; None: the job's common ones only.
     """
 
     name: str
@@ -75,6 +77,7 @@ class AlgorithmSpec:
     fcm_rule: bool = False
     counts_contributors: bool = False
     statistics: frozenset[str] = frozenset()
+    params_block: str | None = None
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
             raise ValueError(f"an algorithm name is letters, digits, '-', '_' and '.'; got "

@@ -11,6 +11,7 @@ SPECS = (
         name="fed-distill",
         title="Clustered federated distillation (Yang & Tae 2023)",
         family="model",
+        params_block="distill",
         tasks=frozenset(
             {"declare", "distill_train", "distill_counts", "distill_soft", "distill_step"}
         ),

@@ -11,6 +11,7 @@ SPECS = (
         name="fedcref",
         title="FedCRef, Federated Cluster-Wise Refinement (Nardi, Valerio & Passarella)",
         family="model",
+        params_block="fedcref",
         tasks=frozenset(
             {"declare", "fedcref_init", "fedcref_train", "fedcref_models", "fedcref_scores",
              "fedcref_fedavg", "fedcref_refine"}

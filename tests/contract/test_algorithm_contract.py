@@ -2,16 +2,17 @@
 scikit-learn's ``parametrize_with_checks`` checks every estimator).
 
 For every algorithm of ``protocol.algorithms``, and for two new ones each written in one
-module and registered only here — ``toy-damped-fcm`` (:mod:`tests.contract.toy_algorithm`:
-a new combine step over an existing statistic) and ``toy-lloyd``
-(:mod:`tests.contract.toy_lloyd`: a new statistic and its combine step) — a policy and a
-participant's config accept its name; the coordinator's OpenAPI document lists it (and its
-statistics); the disclosure ledger has its notes. A sweep algorithm also gives the same
-centers whether its sums travel in the clear, masked or Paillier-encrypted (within the
-fixed-point resolution, n·2^-40), or is refused under protection when it sends local centers
-by design; runs over the in-process service exactly as in the simulator, with a ledger that
-says what it revealed; and goes on without a participant that stops answering, saying so.
-The model-based algorithms' runs need PyTorch and minutes (``tests/deep``).
+module and registered only here — ``toy-damped-fcm`` (:mod:`tests.contract.toy_algorithm`: a
+new combine step over an existing statistic) and ``toy-lloyd``
+(:mod:`tests.contract.toy_lloyd`: a new statistic and its combine step) — a policy, a
+participant's config and the command line accept its name; the coordinator's OpenAPI
+document lists it (and its statistics); the disclosure ledger has its notes. A sweep
+algorithm also gives the same centers whether its sums travel in the clear, masked or
+Paillier-encrypted (within the fixed-point resolution, n·2^-40), or is refused under
+protection when it sends local centers by design; runs over the in-process service exactly
+as in the simulator, with a ledger that says what it revealed; and goes on without a
+participant that stops answering, saying so. The model-based algorithms' runs need PyTorch
+and minutes (``tests/deep``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedclust.cli import _parser
 from fedclust.config_files import participant_config, write_toml
 from fedclust.coordinator.app import openapi_document
 from fedclust.coordinator.job import result_document, run_job
@@ -85,6 +87,13 @@ def test_the_openapi_document_lists_it(name: str) -> None:
     assert name in schemas["Task"]["properties"]["algorithm"]["enum"]
     for statistic in algorithms.get(name).statistics:
         assert statistic in schemas["StatisticTask"]["properties"]["name"]["enum"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_command_line_offers_it(name: str) -> None:
+    for command in (["job", "submit", "--participants", "a,b,c"], ["simulate", "--dataset", "x"]):
+        args = _parser().parse_args([*command, "--algorithm", name])
+        assert args.algorithm == name
 
 
 @pytest.mark.parametrize("name", ALL)
