@@ -4,9 +4,11 @@ An algorithm is one :class:`AlgorithmSpec`, declared in one module of this packa
 states what is specific to it: its name and paper, its family (a K sweep scored by FedFuzzDB,
 or a model-based job), the task kinds its job sends (the participants' check of a job's
 terms), what its protocol shows the coordinator in the clear and when protected (the
-disclosure ledger), and where its coordinator-side procedure lives. Everything else reads
-the registry: the wire format's ``algorithm`` fields and their OpenAPI enum, the participant's
-policy and config, the command line, the ledger and the drivers.
+disclosure ledger), and where its coordinator-side procedure lives. A statistic none of the
+existing tasks gives is a :class:`StatisticSpec` (its fields' shapes and bounds, what a
+participant computes), asked with the one generic ``statistic`` task. Everything else reads
+the registry: the wire format's ``algorithm`` and ``statistic`` names and their OpenAPI enums,
+the participant's policy, config and terms check, the command line, the ledger and the drivers.
 
 A procedure is named, not imported (``"module:function"``), so this package stays below the
 coordinator; :meth:`AlgorithmSpec.procedure` imports it when a job runs. A sweep
