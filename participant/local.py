@@ -239,9 +239,9 @@ class LocalParticipant:
         fields = spec.compute()(self._in_memory().X, C)
         declared = spec.shapes(self.n_features, C.shape)
         out = {field: np.asarray(value, dtype=np.float64) for field, value in fields.items()}
-        if {f: v.shape for f, v in out.items()} != declared:
-            raise ValueError(f"statistic {name!r} computed fields of other shapes than it "
-                             "declares")
+        if {f: v.shape for f, v in out.items()} != declared:  # its code's fault, not the rows'
+            raise RefusedError(f"statistic {name!r} computed fields of other shapes than it "
+                               "declares: refused.")
         return out
 
     # -- validation -------------------------------------------------------------------------
