@@ -1,12 +1,15 @@
-"""Secure sums for the round drivers: the coordinator learns Σ over participants, never a term.
+"""The summations of the round drivers: every sum-type statistic is added by one of them.
 
 A driver hands a sum-type statistic (``protocol.wire.messages.SumTaskSpec``) to a
-:class:`Summation`; :class:`MaskedSummation` runs SecAgg+ masking (``crypto.masking``) as
-tasks and returns the decoded aggregate in the statistic's plain reply model, for the same
-``protocol.combine_*`` functions. Every field is encoded (``crypto.fixedpoint``) under a bound
-from the job's N (``max_rows``) and B (``value_bound``; ``coordinator.declarations``), with
-f = 40 fractional bits and the fewest 64-bit words w with n·bound·2^40 <= 2^(64w − 3); a bound
-beyond 16 words is refused. A decoded sum is within n·2^-41 of the exact sum.
+:class:`Summation` and gets the total in the statistic's plain reply model, for the same
+``protocol.combine_*`` functions whatever the protection: :class:`PlainSummation` adds the
+participants' replies in the clear (protection "none"); :class:`MaskedSummation` runs SecAgg+
+masking (``crypto.masking``) as tasks, so the coordinator learns Σ over participants, never
+a term (Paillier: ``coordinator.paillier_sum``). Every protected field is encoded
+(``crypto.fixedpoint``) under a bound from the job's N (``max_rows``) and B (``value_bound``;
+``coordinator.declarations``), with f = 40 fractional bits and the fewest 64-bit words w with
+n·bound·2^40 <= 2^(64w − 3); a bound beyond 16 words is refused. A decoded sum is within
+n·2^-41 of the exact sum.
 
 Dropouts of the masked-input stage are left out (the exact sum of the survivors), or fail the
 sum with ``required=True``; too few survivors, a disconnected survivor graph, missing seed
