@@ -6,7 +6,7 @@ and the network service differ only in the participant objects handed to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
-from fedclust.core.errors import RefusedError, UnavailableError
+from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.core.validation import FloatArray, check_centers
 from fedclust.protocol.maths.release_guard import release_would_expose
 
@@ -136,6 +136,31 @@ class RoundLog:
         self.records.append(record)
         if self._on_round is not None:
             self._on_round(record)
+
+
+def add_contributions(
+    parts: Sequence[tuple[str, Mapping[str, ArrayLike]]],
+) -> dict[str, FloatArray]:
+    """The element-wise sum of the participants' named arrays, ``(name, arrays)`` in order;
+    every participant must give the same names and shapes (else ProtocolError naming it)."""
+    total: dict[str, FloatArray] = {}
+    for name, part in parts:
+        if total and set(part) != set(total):
+            raise ProtocolError(
+                f"participant {name!r} returned keys {sorted(part)}; expected {sorted(total)}."
+            )
+        for key, value in part.items():
+            arr = np.asarray(value, dtype=np.float64)
+            if key not in total:
+                total[key] = arr.copy()
+            elif total[key].shape != arr.shape:
+                raise ProtocolError(
+                    f"participant {name!r} returned {key!r} of shape {arr.shape}; expected "
+                    f"{total[key].shape}."
+                )
+            else:
+                total[key] = total[key] + arr
+    return total
 
 
 def iterate_centers(

@@ -22,7 +22,7 @@ from typing import Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, Gatherer
+from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, Gatherer, add_contributions
 from fedclust.core.errors import ProtocolError
 from fedclust.core.validation import FloatArray, check_data, check_float, check_int, rng_from
 from fedclust.protocol.maths import distillation as dist
@@ -114,28 +114,9 @@ class FedDistillResult:
 def sum_contributions(
     participants: Sequence[P], ask: Callable[[P], Contribution]
 ) -> Contribution:
-    """Plain (unprotected) element-wise summation of the members' named arrays; the default
-    ``aggregate``. Every member must return the same keys and shapes."""
-    total: Contribution = {}
-    for participant in participants:
-        part = ask(participant)
-        if total and set(part) != set(total):
-            raise ProtocolError(
-                f"participant {participant.name!r} returned keys {sorted(part)}; expected "
-                f"{sorted(total)}."
-            )
-        for key, value in part.items():
-            arr = np.asarray(value, dtype=np.float64)
-            if key in total:
-                if total[key].shape != arr.shape:
-                    raise ProtocolError(
-                        f"participant {participant.name!r} returned {key!r} of shape "
-                        f"{arr.shape}; expected {total[key].shape}."
-                    )
-                total[key] = total[key] + arr
-            else:
-                total[key] = arr.copy()
-    return total
+    """The default ``aggregate``: ask the members one after another (the simulator's models
+    share this process's threads) and add their named arrays (:func:`add_contributions`)."""
+    return add_contributions([(p.name, ask(p)) for p in participants])
 
 
 def _seeds(rng: np.random.Generator, n: int) -> list[int]:

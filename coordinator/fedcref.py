@@ -24,7 +24,11 @@ from typing import Literal, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, gather_required
+from fedclust.coordinator._rounds import (
+    MIN_PROTECTED_MEMBERS,
+    add_contributions,
+    gather_required,
+)
 from fedclust.core.errors import ProtocolError
 from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
 from fedclust.protocol.maths.fedcref import (
@@ -112,21 +116,10 @@ Aggregate = Callable[[Sequence[P], FedAvgRequest], Contribution]
 
 
 def sum_contributions(members: Sequence[P], ask: Callable[[P], Contribution]) -> Contribution:
-    """The default ``aggregate``: ask every member (concurrently) and add the arrays up."""
+    """The default ``aggregate``: ask every member (concurrently) and add their named arrays
+    (:func:`~coordinator._rounds.add_contributions`)."""
     answers = gather_required(members, ask)
-    keys = set(answers[0])
-    if any(set(a) != keys for a in answers):
-        raise ProtocolError("group members returned contributions with different fields.")
-    out: Contribution = {}
-    for key in sorted(keys):
-        total = np.asarray(answers[0][key], dtype=np.float64).copy()
-        for a in answers[1:]:
-            part = np.asarray(a[key], dtype=np.float64)
-            if part.shape != total.shape:
-                raise ProtocolError(f"contribution field {key!r} has mismatched shapes.")
-            total += part
-        out[key] = total
-    return out
+    return add_contributions([(m.name, a) for m, a in zip(members, answers, strict=True)])
 
 
 @dataclass(frozen=True)
