@@ -65,9 +65,9 @@ class RemoteFedCRef:
     def n_features(self) -> int:
         return self._remote.n_features
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         """One stage of a secure sum (``coordinator.secure_sum``)."""
-        return self._remote.secure_stage(spec)
+        return self._remote.answer(spec)
 
     def fedcref_init(self, spec: AutoencoderSpec, *, seed: int) -> int:
         p = self._params

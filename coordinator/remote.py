@@ -77,10 +77,6 @@ class RemoteParticipant:
             raise reply.error(self.name)
         return reply
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
-        """One stage of a secure sum (``coordinator.secure_sum``); a refusal raises."""
-        return self.answer(spec)
-
     def declare(self, terms: msg.JobCreate) -> Declaration:
         """The participant's declared bounds for the job of ``terms`` (sent with them)."""
         return self._ask(msg.DeclareTask(terms=terms), msg.DeclarationReply).to_result()

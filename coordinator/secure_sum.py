@@ -48,8 +48,8 @@ from fedclust.protocol.wire.secure import (
 )
 
 __all__ = [
-    "CohortSums", "JobSummation", "MaskedSummation", "PlainParticipant", "PlainSummation",
-    "SecureParticipant", "Summation",
+    "CohortSums", "JobSummation", "MaskedSummation", "PlainSummation", "Summation",
+    "SummedParticipant",
     "field_encodings", "total_reply",
 ]
 
@@ -58,16 +58,18 @@ R = TypeVar("R")
 SCALE_BITS = 40
 
 
-class SecureParticipant(Protocol):
-    """A participant as a secure sum sees it (local wrapper or ``RemoteParticipant``)."""
+class SummedParticipant(Protocol):
+    """A participant as a summation sees it: it answers a task — a statistic in the clear,
+    a stage of a masked or Paillier sum — with its reply (``participant.local.
+    LocalParticipant.answer``, ``participant.secure.SecureMember``, ``RemoteParticipant``)."""
 
     name: str
 
     @property
     def n_features(self) -> int: ...
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
-        """Answer one stage; raise RefusedError on a refusal, UnavailableError on silence."""
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply; raise RefusedError on a refusal, UnavailableError on silence."""
         ...
 
 
@@ -98,24 +100,9 @@ class Summation(Protocol):
     ) -> tuple[R, tuple[str, ...]]:
         """The aggregate reply and the names of the participants it sums.
 
-        Each participant must be a :class:`SecureParticipant` (a :class:`PlainParticipant`
-        in the clear); the drivers' own participant protocols do not list them, so this
-        accepts any.
+        Each participant must be a :class:`SummedParticipant`; the drivers' own participant
+        protocols do not list ``answer``, so this accepts any.
         """
-        ...
-
-
-class PlainParticipant(Protocol):
-    """A participant as a plain sum sees it: it answers a statistic's task with its reply
-    (``participant.local.LocalParticipant.answer``, ``RemoteParticipant.answer``)."""
-
-    name: str
-
-    @property
-    def n_features(self) -> int: ...
-
-    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The reply; raise RefusedError on a refusal, UnavailableError on silence."""
         ...
 
 
@@ -159,7 +146,7 @@ class PlainSummation:
 
 
 def _plain_answer(
-    p: PlainParticipant, statistic: msg.SumTaskSpec, reply_type: type[R]
+    p: SummedParticipant, statistic: msg.SumTaskSpec, reply_type: type[R]
 ) -> msg.Reply:
     reply = p.answer(statistic)
     if not isinstance(reply, reply_type):
@@ -284,7 +271,7 @@ class CohortSums:
 
     def _begin(
         self, participants: Sequence[Any], statistic: msg.SumTaskSpec, required: bool
-    ) -> tuple[dict[str, SecureParticipant], list[str], int, list[msg.FieldEncoding]]:
+    ) -> tuple[dict[str, SummedParticipant], list[str], int, list[msg.FieldEncoding]]:
         """The cohort (refused below the minimum; without the participants that dropped
         out of the job, noted once), the features, the field encodings; counts the new
         round."""
@@ -300,7 +287,7 @@ class CohortSums:
                 self.notes.append(
                     f"participant {name!r} dropped out of the job; left out of the later sums"
                 )
-        by_name: dict[str, SecureParticipant] = {
+        by_name: dict[str, SummedParticipant] = {
             p.name: p for p in participants if p.name not in gone
         }
         cohort = sorted(by_name)
@@ -323,7 +310,7 @@ class CohortSums:
 
     def _stage(
         self,
-        by_name: Mapping[str, SecureParticipant],
+        by_name: Mapping[str, SummedParticipant],
         names: Sequence[str],
         required: bool,
         what: str,
@@ -334,7 +321,7 @@ class CohortSums:
 
         def one(name: str) -> R | Exception:
             try:
-                reply = by_name[name].secure_stage(spec_for(name))
+                reply = by_name[name].answer(spec_for(name))
             except (RefusedError, UnavailableError) as exc:
                 return exc
             if not isinstance(reply, reply_type):
@@ -421,7 +408,7 @@ class MaskedSummation(CohortSums):
         return self._setups[-1].parameters if self._setups else None
 
     def _setup_for(
-        self, by_name: Mapping[str, SecureParticipant], cohort: list[str], required: bool
+        self, by_name: Mapping[str, SummedParticipant], cohort: list[str], required: bool
     ) -> _Setup:
         """The key setup whose roster holds ``cohort``, made now if there is none."""
         wanted = frozenset(cohort)

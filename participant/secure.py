@@ -360,7 +360,7 @@ class SecureMember:
     """A :class:`LocalParticipant` that also answers secure-sum stages, in process.
 
     The simulator's participant: every computation is the local participant's, and
-    :meth:`secure_stage` runs the same :func:`participant.dispatch.execute` path (policy
+    :meth:`answer` runs the same :func:`participant.dispatch.execute` path (policy
     check, then the stage handler: :class:`SecureSession` and/or
     ``participant.paillier_input.PaillierSession``) as the network agent.
     """
@@ -383,7 +383,7 @@ class SecureMember:
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self.local, attribute)
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         """The session's answer to one stage; a refusal raises RefusedError, a fatal one
         ProtocolError (the job cannot go on)."""
         self._tasks += 1

@@ -55,7 +55,7 @@ class Member:
     def __getattr__(self, attribute: str) -> Any:
         return getattr(self.local, attribute)
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         self.local.policy.require("ffcm")
         reply = self.session.handle(spec)
         if self.silent_after_announce:

@@ -35,11 +35,11 @@ class Watched(SecureMember):
         self.received: list[msg.TaskSpec] = []
         self.fail_at: str | None = None
 
-    def secure_stage(self, spec: msg.TaskSpec) -> msg.Reply:
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         self.received.append(spec)
         if spec.kind == self.fail_at:
             raise UnavailableError(f"{self.name} went silent")
-        reply = super().secure_stage(spec)
+        reply = super().answer(spec)
         self.sent.append(reply)
         return reply
 
