@@ -15,14 +15,17 @@ a block's rows may be reassociated by the compiler (``reassoc``), so a block's p
 can differ from numpy's in the last bits; they are the same on every call on one machine,
 whatever the chunking (blocks are fixed).
 
-Compiled on first use and cached beside this file (``cache=True``); ``nogil``, so blocks and
-agents' threads run in parallel.
+Compiled on first use and cached (``cache=True``) in the user's cache folder (numba's
+user-wide cache, or ``$NUMBA_CACHE_DIR`` when set), never beside this file: files written into
+an installed package outlive its uninstall and would shadow a later editable install.
+``nogil``, so blocks and agents' threads run in parallel.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.core import caching
 
 from fedclust.core.validation import FloatArray
 
@@ -30,6 +33,31 @@ __all__ = ["memberships_inplace", "powered_sums"]
 
 _TINY = float(np.finfo(np.float64).tiny)
 _FAST = {"reassoc"}  # vectorised reductions; no other relaxation of IEEE arithmetic
+
+
+class _UserCacheLocator(caching.UserWideCacheLocator):
+    """numba's user-wide cache for this module's kernels only (other files: numba's rules)."""
+
+    @classmethod
+    def from_function(cls, py_func: object, py_file: str) -> caching.UserWideCacheLocator | None:
+        if py_file != __file__:
+            return None
+        # numba is untyped; the base returns a locator, or None when the folder is unwritable
+        located: caching.UserWideCacheLocator | None = super().from_function(  # type: ignore[no-untyped-call]
+            py_func, py_file
+        )
+        return located
+
+
+def _cache_outside_the_package() -> None:
+    """Ask numba for :class:`_UserCacheLocator` before its in-tree (beside the source) one;
+    ``$NUMBA_CACHE_DIR`` keeps its precedence."""
+    locators = caching.CacheImpl._locator_classes
+    if _UserCacheLocator not in locators:
+        locators.insert(locators.index(caching.InTreeCacheLocator), _UserCacheLocator)
+
+
+_cache_outside_the_package()
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -100,3 +105,19 @@ def test_a_nan_distance_stays_nan(m: float) -> None:
     memberships_inplace(d, np.zeros(2), np.zeros(2), m)
     assert np.isfinite(d[:, 0]).all()
     assert np.isnan(d[:, 1]).all()  # refused downstream as non-finite, never a membership of 1
+
+
+def test_compiled_kernels_are_cached_outside_the_package(tmp_path: Path) -> None:
+    """numba's cache goes to the user's cache folder: a file beside the module would outlive
+    an uninstall and make the leftover folder shadow a later editable install."""
+    import fedclust.protocol.maths._fcm_kernels as kernels
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    run = "import numpy as np; from fedclust.protocol.maths._fcm_kernels import powered_sums as p"
+    run += "; p(np.full((2, 3), 0.5), 2.0)"
+    subprocess.run([sys.executable, "-c", run], env=env, check=True, timeout=120)
+    cached = list((tmp_path / "numba").rglob("_fcm_kernels.*.nbi"))
+    assert cached, "numba wrote no index into the user's cache folder"
+    beside = Path(kernels.__file__).parent / "__pycache__"
+    assert not list(beside.glob("_fcm_kernels.*.nb*"))
