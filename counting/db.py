@@ -18,10 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -37,6 +38,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
+from tenacity import Retrying, retry_if_exception_type
 
 from fedclust.counting.keyholder import (
     RoundClosedError,
@@ -490,11 +492,7 @@ class CountingStore:
             ReleaseRefusedError: the release would expose a count of a smaller cohort.
         """
         with self._lock:
-            while True:  # each conflict means another process recorded a release: check again
-                try:
-                    return self._release_once(job_id, min_participants)
-                except IntegrityError:
-                    continue
+            return _until_no_collision(lambda: self._release_once(job_id, min_participants))
 
     def _release_once(self, job_id: str, min_participants: int) -> Tally:
         """One attempt of :meth:`release`, in one transaction."""
@@ -542,22 +540,21 @@ class CountingStore:
                 ``min_cohort`` participants derivable.
         """
         members = frozenset(cohort)
+
+        def once() -> None:
+            with Session(self._engine) as session, session.begin():
+                _require_on_roster(
+                    _roster(session, job_id), job_id, participant_id, members, members,
+                    "the cohort announced",
+                )
+                exposed = _release_cohort(session, members, min_cohort)
+                if exposed is not None:
+                    raise ReleaseRefusedError(
+                        _cohort_refused(job_id, members, exposed, min_cohort), exposed
+                    )
+
         with self._lock:
-            while True:  # a collision: another process recorded the same cohort; look again
-                try:
-                    with Session(self._engine) as session, session.begin():
-                        _require_on_roster(
-                            _roster(session, job_id), job_id, participant_id, members, members,
-                            "the cohort announced",
-                        )
-                        exposed = _release_cohort(session, members, min_cohort)
-                        if exposed is not None:
-                            raise ReleaseRefusedError(
-                                _cohort_refused(job_id, members, exposed, min_cohort), exposed
-                            )
-                    return
-                except IntegrityError:
-                    continue
+            _until_no_collision(once)
 
     def register_unmasking(
         self, job_id: str, participant_id: str, setup: int, round_no: int,
@@ -581,33 +578,32 @@ class CountingStore:
         """
         alive, gone = frozenset(survivors), frozenset(dropped)
         view = view_sha256(alive, gone)
-        with self._lock:
-            while True:  # a collision: another process registered the view or the cohort
-                try:
-                    with Session(self._engine) as session, session.begin():
-                        _require_on_roster(
-                            _roster(session, job_id), job_id, participant_id, alive,
-                            alive | gone, "an unmasking view",
+
+        def once() -> None:
+            with Session(self._engine) as session, session.begin():
+                _require_on_roster(
+                    _roster(session, job_id), job_id, participant_id, alive, alive | gone,
+                    "an unmasking view",
+                )
+                first = session.get(UnmaskViewRow, (job_id, setup, round_no))
+                if first is not None and first.view_sha256 != view:
+                    raise ViewConflictError(_view_conflict(job_id, setup, round_no))
+                exposed = _release_cohort(session, alive, min_cohort)
+                if exposed is not None:
+                    raise ReleaseRefusedError(
+                        _cohort_refused(job_id, alive, exposed, min_cohort), exposed
+                    )
+                if first is None:
+                    session.add(
+                        UnmaskViewRow(
+                            job_id=job_id, setup=setup, round=round_no, view_sha256=view,
+                            registered_at=datetime.now(UTC),
                         )
-                        first = session.get(UnmaskViewRow, (job_id, setup, round_no))
-                        if first is not None and first.view_sha256 != view:
-                            raise ViewConflictError(_view_conflict(job_id, setup, round_no))
-                        exposed = _release_cohort(session, alive, min_cohort)
-                        if exposed is not None:
-                            raise ReleaseRefusedError(
-                                _cohort_refused(job_id, alive, exposed, min_cohort), exposed
-                            )
-                        if first is None:
-                            session.add(
-                                UnmaskViewRow(
-                                    job_id=job_id, setup=setup, round=round_no,
-                                    view_sha256=view, registered_at=datetime.now(UTC),
-                                )
-                            )
-                            session.flush()
-                    return
-                except IntegrityError:
-                    continue
+                    )
+                    session.flush()
+
+        with self._lock:
+            _until_no_collision(once)
 
     # -- the Paillier key holder's store (counting.keyholder.PaillierStore) -------------------
     def roster(self, job_id: str) -> frozenset[str]:
@@ -676,14 +672,11 @@ class CountingStore:
         (count totals and decrypted rounds, of any job), makes no combination of fewer than
         ``min_cohort`` participants derivable; the request that closed it may come again."""
         with self._lock:
-            while True:  # a collision: the round or its cohort recorded by another process
-                try:
-                    self._close_paillier_round_once(
-                        job_id, round_no, contributors, request_sha256, min_cohort
-                    )
-                    return
-                except IntegrityError:
-                    continue
+            _until_no_collision(
+                lambda: self._close_paillier_round_once(
+                    job_id, round_no, contributors, request_sha256, min_cohort
+                )
+            )
 
     def _close_paillier_round_once(
         self, job_id: str, round_no: int, contributors: frozenset[str], request_sha256: str,
@@ -726,6 +719,16 @@ def cohort_sha256(cohort: Iterable[str]) -> str:
 def view_sha256(survivors: frozenset[str], dropped: frozenset[str]) -> str:
     """The name of an unmasking view in ``unmask_views``: the SHA-256 of its sorted ids."""
     return hashlib.sha256(json.dumps([sorted(survivors), sorted(dropped)]).encode()).hexdigest()
+
+
+_T = TypeVar("_T")
+
+
+def _until_no_collision(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, one transaction, run again at once for as long as it collides with a row
+    another process of the service committed in between (``IntegrityError``): each collision
+    means the state it read changed, so the next attempt decides anew on the new state."""
+    return Retrying(retry=retry_if_exception_type(IntegrityError), reraise=True)(attempt)
 
 
 def _admit(engine: Engine, roster: frozenset[str]) -> str:
