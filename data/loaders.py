@@ -13,6 +13,10 @@ column and the line, never the offending value (a data file may hold personal da
 what to do: a missing value (blank, ``NA``, ``NaN``, ``?``) fails unless ``missing="drop"``
 leaves its rows out; a column of text is left out with a warning; decimal commas need
 ``decimal=","``; a file not in UTF-8 needs its ``encoding``; a constant column is warned of.
+Each message names the setting as its caller does (``naming``, :func:`setting_text`): the
+command line's ``--missing drop`` or a participant config's ``[data] missing = "drop"``.
+Every loaded row keeps its index among the file's data rows (``LoadedData.rows``), so rows
+left out do not shift the others.
 """
 
 from __future__ import annotations
@@ -40,10 +44,13 @@ __all__ = [
     "DataWarning",
     "LoadedData",
     "Missing",
+    "Naming",
     "Table",
     "builtin",
     "load_dataset",
     "load_table",
+    "setting_text",
+    "shared_dataset_file",
     "shared_datasets_dir",
 ]
 
@@ -54,6 +61,20 @@ _DELIMITERS = (",", ";", "\t")
 MISSING_CELLS = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
 _DECIMAL_COMMA = re.compile(r"[+-]?(\d+,\d*|,\d+)([eE][+-]?\d+)?")
 Missing = Literal["fail", "drop"]
+#: How the caller names the reading settings in messages: "flag" (the command line's
+#: ``--missing drop``) or "config" (a participant config's ``[data] missing = "drop"``).
+Naming = Literal["flag", "config"]
+
+
+def setting_text(setting: str, value: str | None, naming: Naming) -> str:
+    """How a user gives the reading setting ``setting`` (missing, decimal, encoding, columns)
+    the value ``value`` where the caller takes it: ``--missing drop`` or
+    ``[data] missing = "drop"``; ``value`` None names the setting alone."""
+    if naming == "flag":
+        flag = "--" + setting.replace("_", "-")
+        return flag if value is None else f"{flag} {value}"
+    key = f"[data] {setting}"
+    return key if value is None else f'{key} = "{value}"'
 
 
 class DataWarning(UserWarning):
@@ -142,6 +163,10 @@ class LoadedData:
         groups: the raw text of the grouping column (one participant per distinct value) or None.
         feature_names: the columns of X.
         label_names: for coded labels, the original value of each code; else empty.
+        rows: each row's 0-based index among the file's data rows (the header and blank
+            lines, holding nothing but spaces or delimiters, not counted; rows left out
+            counted), or None for data not read from one file.
+        ids: the raw text of the ``id_column`` asked for, or None.
     """
 
     X: FloatArray
@@ -149,6 +174,8 @@ class LoadedData:
     groups: NDArray[np.str_] | None = None
     feature_names: tuple[str, ...] = ()
     label_names: tuple[str, ...] = ()
+    rows: NDArray[np.int64] | None = None
+    ids: NDArray[np.str_] | None = None
 
 
 def _is_number(text: str) -> bool:
@@ -174,7 +201,7 @@ def _first_bad(col: Sequence[str]) -> int | None:
 
 
 # -- reading ---------------------------------------------------------------------------------
-def _read_text(path: Path, encoding: str = "utf-8") -> str:
+def _read_text(path: Path, encoding: str = "utf-8", naming: Naming = "flag") -> str:
     if not path.exists():
         raise FileNotFoundError(f"data file not found: {path}")
     if not path.is_file():
@@ -193,8 +220,9 @@ def _read_text(path: Path, encoding: str = "utf-8") -> str:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         hint = (
-            "give its encoding, e.g. --encoding latin-1" if _is_utf8(encoding)
-            else "give the file's encoding with --encoding"
+            f"give its encoding, e.g. {setting_text('encoding', 'latin-1', naming)}"
+            if _is_utf8(encoding)
+            else f"give the file's encoding with {setting_text('encoding', None, naming)}"
         )
         raise ValueError(f"{path} is not {encoding} text (line {line}): {hint}.") from None
 
@@ -326,6 +354,7 @@ def load_table(
     header: bool | None = None,
     encoding: str = "utf-8",
     decimal: Literal[".", ","] = ".",
+    naming: Naming = "flag",
 ) -> Table:
     """Parse a CSV or ARFF file (optionally gzip-compressed) into a :class:`Table`.
 
@@ -335,7 +364,7 @@ def load_table(
     from the ``@attribute`` lines, rows after ``@data``, ``%`` comments skipped; nominal
     attributes (such as a class column, usually last) are kept as text. ``encoding``: the
     file's text encoding; ``decimal=","`` reads ``3,14`` as 3.14 (the file's delimiter must
-    then be ';' or TAB).
+    then be ';' or TAB). ``naming``: how messages name these settings (:func:`setting_text`).
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -343,15 +372,15 @@ def load_table(
             has the wrong number of fields (the message names the line).
     """
     p = Path(path)
-    text = _read_text(p, encoding)
+    text = _read_text(p, encoding, naming)
     if not text.strip():
         raise ValueError(f"{p} is empty.")
     table = _parse_arff(str(p), text) if _is_arff(p, text) else _parse_csv(str(p), text, header)
     if decimal == ",":
         if not _is_arff(p, text) and _sniff_delimiter(text) == ",":
             raise ValueError(
-                f"{p}: --decimal , needs a file whose fields are separated by ';' or TAB, "
-                "not ','."
+                f"{p}: {setting_text('decimal', ',', naming)} needs a file whose fields are "
+                "separated by ';' or TAB, not ','."
             )
         table = _with_decimal_points(table)
     return table
@@ -379,7 +408,9 @@ def _encode_labels(values: NDArray[np.str_]) -> tuple[NDArray[np.int64], tuple[s
     return codes.astype(np.int64), tuple(str(n) for n in names)
 
 
-def _feature_columns(table: Table, *, skip: set[str | None]) -> tuple[str, ...]:
+def _feature_columns(
+    table: Table, *, skip: set[str | None], naming: Naming
+) -> tuple[str, ...]:
     """The numeric columns (missing values allowed) except ``skip``; a text column is left
     out with a :class:`DataWarning`, decimal commas or no numeric column are errors."""
     candidates = [c for c in table.columns if c not in skip]
@@ -388,23 +419,25 @@ def _feature_columns(table: Table, *, skip: set[str | None]) -> tuple[str, ...]:
     if commas:
         raise ValueError(
             f"{table.source}: column {commas[0]!r} holds numbers with decimal commas: "
-            "read them with --decimal ,"
+            f"read them with {setting_text('decimal', ',', naming)}"
         )
     if not chosen:
         raise ValueError(
             f"{table.source} has no numeric feature columns (every column holds text): name "
-            "the feature columns with --columns to see which value is not a number."
+            f"the feature columns with {setting_text('columns', None, naming)} to see which "
+            "value is not a number."
         )
     text = [c for c in candidates if c not in chosen]
     if text:
-        _warn_text_columns(table.source, text)
+        _warn_text_columns(table.source, text, naming)
     return chosen
 
 
-def _warn_text_columns(source: str, names: Sequence[str]) -> None:
+def _warn_text_columns(source: str, names: Sequence[str], naming: Naming) -> None:
     warnings.warn(
         f"{source}: left out the non-numeric column(s) {', '.join(repr(c) for c in names)} "
-        "(name the features with --columns to choose them yourself).",
+        f"(name the features with {setting_text('columns', None, naming)} to choose them "
+        "yourself).",
         DataWarning, stacklevel=4,
     )
 
@@ -417,12 +450,14 @@ def _from_table(
     label_column: str | None,
     keep: NDArray[np.bool_] | None = None,
     missing: Missing = "fail",
+    id_column: str | None = None,
+    naming: Naming = "flag",
 ) -> LoadedData:
-    for special in (split_by, label_column):
+    for special in (split_by, label_column, id_column):
         if special is not None:
             table._index(special)  # ValueError listing the available columns
     if columns is None:
-        chosen = _feature_columns(table, skip={split_by, label_column})
+        chosen = _feature_columns(table, skip={split_by, label_column, id_column}, naming=naming)
     else:
         chosen = tuple(columns)
         if not chosen:
@@ -438,8 +473,10 @@ def _from_table(
         raise ValueError(
             f"column {name!r} of {table.source} has {int(gone.sum())} missing value(s) "
             f"(blank, NA or NaN; the first on line {table.line_numbers[int(np.argmax(gone))]}):"
-            " fill them in, or leave those rows out with --missing drop."
+            " fill them in, or leave those rows out with "
+            f"{setting_text('missing', 'drop', naming)}."
         )
+    rows = np.arange(table.n_rows, dtype=np.int64)
     complete = np.ones(table.n_rows, dtype=np.bool_)
     for gone in holes.values():
         complete &= ~gone
@@ -448,8 +485,9 @@ def _from_table(
             raise ValueError(f"{table.source}: every row has a missing value.")
         warnings.warn(
             f"{table.source}: left out {int((~complete).sum())} row(s) with a missing value "
-            "(--missing drop).", DataWarning, stacklevel=3,
+            f"({setting_text('missing', 'drop', naming)}).", DataWarning, stacklevel=3,
         )
+        rows = rows[complete]
         table = Table(
             table.columns,
             tuple(tuple(v for v, ok in zip(col, complete, strict=True) if ok)
@@ -463,16 +501,21 @@ def _from_table(
     if label_column is not None:
         y, label_names = _encode_labels(table.strings(label_column))
     groups = table.strings(split_by) if split_by is not None else None
+    ids = table.strings(id_column) if id_column is not None else None
     if keep is not None:
         X = X[keep]
         y = y[keep] if y is not None else None
         groups = groups[keep] if groups is not None else None
+        ids = ids[keep] if ids is not None else None
+        rows = rows[keep]
     return LoadedData(
         X=np.ascontiguousarray(X),
         y=y,
         groups=groups,
         feature_names=chosen,
         label_names=label_names or (),
+        rows=rows,
+        ids=ids,
     )
 
 
@@ -569,6 +612,8 @@ def _fast_dataset(
     columns: Sequence[str] | None,
     split_by: str | None,
     label_column: str | None,
+    id_column: str | None = None,
+    naming: Naming = "flag",
 ) -> LoadedData | None:
     """:func:`load_dataset` through pyarrow's streaming reader, or None where the exact parser
     must answer (ARFF, ragged rows, a missing or non-numeric value, quoting pyarrow reads
@@ -579,12 +624,12 @@ def _fast_dataset(
     if layout is None:
         return None
     names = layout[1]
-    wanted = [c for c in (split_by, label_column) if c is not None] + list(columns or ())
+    text_columns = [c for c in (split_by, label_column, id_column) if c is not None]
+    wanted = text_columns + list(columns or ())
     if len(set(names)) != len(names) or any(c not in names for c in wanted):
         return None
     if columns is not None and not columns:
         return None
-    text_columns = [c for c in (split_by, label_column) if c is not None]
     try:
         peek = _arrow_batches(path, layout, {})
         first = next(peek, None)  # the types pyarrow infers from the first block
@@ -592,7 +637,7 @@ def _fast_dataset(
         if first is None:
             return None
         numeric = {n for n in names if _is_number_type(first.schema.field(n).type)}
-        skip = {split_by, label_column}
+        skip = {split_by, label_column, id_column}
         chosen = [n for n in names if n in numeric and n not in skip] if columns is None else list(
             columns
         )
@@ -635,9 +680,11 @@ def _fast_dataset(
     if split_by is not None:
         groups = np.array(text[split_by], dtype=np.str_)
     if left_out:
-        _warn_text_columns(str(path), left_out)
+        _warn_text_columns(str(path), left_out, naming)
+    ids = np.array(text[id_column], dtype=np.str_) if id_column is not None else None
     return LoadedData(
-        X=X, y=y, groups=groups, feature_names=tuple(chosen), label_names=label_names or ()
+        X=X, y=y, groups=groups, feature_names=tuple(chosen), label_names=label_names or (),
+        rows=np.arange(n, dtype=np.int64), ids=ids,
     )
 
 
@@ -650,6 +697,8 @@ def load_dataset(
     missing: Missing = "fail",
     decimal: Literal[".", ","] = ".",
     encoding: str = "utf-8",
+    id_column: str | None = None,
+    naming: Naming = "flag",
 ) -> LoadedData:
     """Load features, optional labels and optional participant groups from a data file.
 
@@ -663,6 +712,11 @@ def load_dataset(
         missing: "fail" on a missing value in a feature column, or "drop" its rows.
         decimal: "," for numbers written ``3,14`` (see :func:`load_table`).
         encoding: the file's text encoding.
+        id_column: a column of row identifiers, kept as text in ``ids`` (never a feature).
+        naming: how messages name these settings: "flag" (``--missing drop``) or "config"
+            (``[data] missing = "drop"``), see :func:`setting_text`.
+
+    Every row keeps its index among the file's data rows in ``rows``.
 
     Raises:
         ValueError: a named column does not exist (the message lists the available ones),
@@ -676,20 +730,22 @@ def load_dataset(
     fast = None
     if decimal == "." and _is_utf8(encoding):
         fast = _fast_dataset(
-            Path(path), columns=columns, split_by=split_by, label_column=label_column
+            Path(path), columns=columns, split_by=split_by, label_column=label_column,
+            id_column=id_column, naming=naming,
         )
     if fast is None:
-        table = load_table(path, encoding=encoding, decimal=decimal)
+        table = load_table(path, encoding=encoding, decimal=decimal, naming=naming)
         fast = _from_table(
             table, columns=columns, split_by=split_by, label_column=label_column,
-            missing=missing,
+            missing=missing, id_column=id_column, naming=naming,
         )
     constant = [n for n, j in zip(fast.feature_names, range(fast.X.shape[1]), strict=True)
                 if fast.X.shape[0] > 1 and np.ptp(fast.X[:, j]) == 0]
     if constant:
         warnings.warn(
             f"{path}: the column(s) {', '.join(repr(c) for c in constant)} hold one value "
-            "only and cannot separate clusters (leave them out with --columns).",
+            "only and cannot separate clusters (leave them out with "
+            f"{setting_text('columns', None, naming)}).",
             DataWarning, stacklevel=2,
         )
     return fast
@@ -713,7 +769,11 @@ def shared_datasets_dir() -> Path | None:
     return p if p.is_dir() else None
 
 
-def _dataset_file(relative: str, datasets_dir: str | os.PathLike[str] | None) -> Path:
+def shared_dataset_file(
+    relative: str, datasets_dir: str | os.PathLike[str] | None = None
+) -> Path:
+    """The file ``relative`` of the shared datasets folder (``datasets_dir``, else
+    :func:`shared_datasets_dir`); FileNotFoundError naming FEDCLUST_DATASETS when missing."""
     base = Path(datasets_dir) if datasets_dir is not None else shared_datasets_dir()
     if base is None or not base.is_dir():
         raise FileNotFoundError(
@@ -764,27 +824,27 @@ def builtin(name: str, *, datasets_dir: str | os.PathLike[str] | None = None) ->
     """
     m = _G2.fullmatch(name)
     if m is not None:
-        f = _dataset_file(f"g2/{name}.csv.gz", datasets_dir)
+        f = shared_dataset_file(f"g2/{name}.csv.gz", datasets_dir)
         data = load_dataset(f)
         y = (np.arange(data.X.shape[0]) >= 1024).astype(np.int64)
         return LoadedData(X=data.X, y=y, feature_names=data.feature_names)
     if name == "xclara":
-        return _last_column_labelled(_dataset_file("xclara/xclara.arff", datasets_dir))
+        return _last_column_labelled(shared_dataset_file("xclara/xclara.arff", datasets_dir))
     if name == "s-set1":
-        return _last_column_labelled(_dataset_file("s-set1/s-set1.arff", datasets_dir))
+        return _last_column_labelled(shared_dataset_file("s-set1/s-set1.arff", datasets_dir))
     if name == "pendigits":
         return _concat([
-            _last_column_labelled(_dataset_file(f"pendigits/pendigits.{ext}", datasets_dir))
+            _last_column_labelled(shared_dataset_file(f"pendigits/pendigits.{ext}", datasets_dir))
             for ext in ("tra", "tes")
         ])
     if name == "waveform":
-        return _last_column_labelled(_dataset_file("waveform/waveform.data", datasets_dir))
+        return _last_column_labelled(shared_dataset_file("waveform/waveform.data", datasets_dir))
     if name == "digits":
         return _last_column_labelled(
-            _dataset_file("sklearn_digits/digits.csv.gz", datasets_dir), header=None
+            shared_dataset_file("sklearn_digits/digits.csv.gz", datasets_dir), header=None
         )
     if name == "bank":
-        table = load_table(_dataset_file("bank/bank-full.csv.gz", datasets_dir))
+        table = load_table(shared_dataset_file("bank/bank-full.csv.gz", datasets_dir))
         keep = (table.strings("job") != "unknown") & (table.strings("education") != "unknown")
         return _from_table(
             table, columns=BANK_COLUMNS, split_by="job", label_column=None, keep=keep

@@ -19,11 +19,12 @@ from typing import Final
 import httpx
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 from pydantic import TypeAdapter, ValidationError
 
 from fedclust.client import ApiError
 from fedclust.participant.agent import StateStore
-from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.config import ParticipantConfig, load_rows
 from fedclust.protocol.wire.assignment import (
     Assignment,
     ParticipantResult,
@@ -101,11 +102,16 @@ def saved_standardisation(
 @dataclass(frozen=True)
 class AssignedRows:
     """Rows labelled with a job's released centers: the assignment, the K of the sweep
-    entry used and the indices (in that entry) of its released centers."""
+    entry used, the indices (in that entry) of its released centers, each row's index among
+    the data file's rows (rows the loader left out counted, so it joins back to the file)
+    and, when asked, the values of the file's id column."""
 
     assignment: Assignment
     k: int
     centers: list[int]
+    rows: NDArray[np.int64]
+    id_column: str | None = None
+    ids: NDArray[np.str_] | None = None
 
     @property
     def withheld(self) -> list[int]:
@@ -118,21 +124,32 @@ def assign_job(
     job_id: str,
     *,
     k: int | None = None,
+    id_column: str | None = None,
     transport: httpx.BaseTransport | None = None,
 ) -> AssignedRows:
     """Fetch ``job_id``'s centers of K = ``k`` (default: the selected K) and label this
-    participant's rows with them, locally.
+    participant's rows with them, locally; ``id_column`` names a column of the data file
+    whose values go with the labels.
 
     Raises:
         ValueError: the data's width differs from the centers', the job has no entry for
-            ``k``, or its standardisation is not saved here.
+            ``k``, its standardisation is not saved here, or ``id_column`` is missing or
+            takes an output column's name.
         ApiError: the coordinator refused the request.
     """
+    if id_column is not None and (id_column in ("row", "label") or id_column.startswith(
+        "membership_"
+    )):
+        raise ValueError(
+            f"--id-column {id_column!r} would clash with the output's own columns (row, label, "
+            "membership_*)."
+        )
     fetched = fetch_result(config, job_id, transport=transport)
     doc = fetched.result
     entry = sweep_entry(doc, k)
     centers, kept = released_centers(entry)
-    X = config.data.load()
+    loaded = load_rows(config.data, id_column=id_column)
+    X = loaded.X
     if X.shape[1] != centers.shape[1]:
         raise ValueError(
             f"the data file has {X.shape[1]} features, but job {job_id!r}'s centers have "
@@ -142,17 +159,24 @@ def assign_job(
     if doc.standardised:
         mean, scale = saved_standardisation(config, job_id)
     result = assign(X, centers, algorithm=doc.algorithm, m=fetched.m, mean=mean, scale=scale)
-    return AssignedRows(result, entry.k, kept)
+    assert loaded.rows is not None  # load_rows numbers every row
+    return AssignedRows(result, entry.k, kept, loaded.rows, id_column, loaded.ids)
 
 
 def labels_frame(rows: AssignedRows) -> pd.DataFrame:
-    """Columns ``row``, ``label`` and ``membership_0`` .. ``membership_{K-1}``.
+    """Columns ``row``, the id column if one was asked for, ``label`` and ``membership_0`` ..
+    ``membership_{K-1}``.
 
-    ``label`` and the membership columns number the released centers in order (with none
-    withheld, the sweep entry's centers).
+    ``row`` is the row's 0-based index among the data file's rows (a header and blank lines
+    not counted, rows left out for a missing value counted): ``pandas.read_csv(file)``'s
+    index. ``label`` and the membership columns number the released centers in order (with
+    none withheld, the sweep entry's centers).
     """
     U = rows.assignment.memberships
-    frame = pd.DataFrame({"row": np.arange(U.shape[0]), "label": rows.assignment.labels})
+    frame = pd.DataFrame({"row": rows.rows})
+    if rows.id_column is not None and rows.ids is not None:
+        frame[rows.id_column] = rows.ids
+    frame["label"] = rows.assignment.labels
     for j in range(U.shape[1]):
         frame[f"membership_{j}"] = U[:, j]
     return frame

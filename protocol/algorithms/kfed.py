@@ -1,6 +1,8 @@
 """k-FED, the one-shot federated k-means baseline of Dennis, Li & Smith (2021), Algs. 1-2:
 every participant's local k-means centers, clustered once by the server
-(``protocol.maths.kfed``)."""
+(``protocol.maths.kfed``): "kfed", our stronger variant, and "kfed-dennis", as the paper
+writes it (SVD projection and k-means++ seeding locally, one Lloyd step on the server; the
+module docstring of ``protocol.maths.kfed`` lists the differences)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,19 @@ SPECS = (
         plain_notes=(
             "kfed: each participant's local k-means centers are revealed to the coordinator in "
             "the clear."
+        ),
+        protected_notes=None,
+        local_clustering=True,
+    ),
+    AlgorithmSpec(
+        name="kfed-dennis",
+        title="k-FED as Dennis, Li & Smith (2021) write it (SVD, k-means++, one Lloyd step)",
+        family="sweep",
+        tasks=SWEEP_TASKS | {"kfed_dennis_centers"},
+        procedure_path="fedclust.coordinator.federated_kmeans:procedure_kfed_dennis",
+        plain_notes=(
+            "kfed-dennis: each participant's local k-means centers are revealed to the "
+            "coordinator in the clear."
         ),
         protected_notes=None,
         local_clustering=True,

@@ -6,7 +6,8 @@ choices into a search range with the rule of thumb K_min = min_l K_l,
 K_max = K_min + max_l K_l (:func:`k_range_rule_of_thumb`); it then runs the federated
 clustering for every K in the range, scores each with FedFuzzDB
 (:func:`protocol.maths.validity.combine_fuzzy_db`) and keeps the minimum (:func:`select_minimum`).
-:func:`select_elbow` serves curves without a minimum at the right K (e.g. the FCM objective).
+:func:`select_elbow` serves curves without a minimum at the right K (e.g. the FCM objective):
+the point deepest below the chord joining the curve's ends, never a bump.
 """
 
 from __future__ import annotations
@@ -64,13 +65,21 @@ def select_minimum(ks: Sequence[int], scores: ArrayLike) -> int:
 
 
 def select_elbow(ks: Sequence[int], scores: ArrayLike) -> int:
-    """The elbow of a score curve: the point farthest from the chord (Satopää et al. 2011).
+    """The elbow of a lower-is-better score curve: its deepest point below the chord.
 
     Rule: sort by K, scale K and the scores to [0, 1] (min-max), draw the straight line (chord)
-    from the first to the last point, and return the K whose point has the largest
-    perpendicular distance to it (either side, so it works for falling and rising curves).
-    Ties, including a perfectly straight curve, go to the smallest K; a flat curve (all
-    scores equal) returns the smallest K. Needs at least 3 points.
+    from the first to the last point and return the K whose point lies farthest *below* it.
+    On a falling convex curve this is the knee of kneedle (Satopää et al. 2011: the maximum
+    of the difference curve, here 1 - x - y). Only depth below counts, never height above:
+    the deepest point minimises y - s·x (s the chord's slope), so it lies on the lower convex
+    hull of the curve, and a point strictly above both neighbours lies above the segment
+    joining them, so it is never the elbow (a bump of FedFuzzDB is the worst K there).
+
+    Ties go to the smallest K. A curve with no point below its chord (straight, flat or
+    concave: falling ever faster, or rising ever slower) has no knee: the K of the lowest
+    score is returned, one of the curve's ends (a flat curve: the smallest K). Depths are
+    rounded to 12 decimals (on the [0, 1] scale), so mathematically tied points tie. Needs at
+    least 3 points.
     """
     owner = "select_elbow"
     k_arr, s = _check_curve(ks, scores, owner, allow_inf=False)
@@ -78,17 +87,14 @@ def select_elbow(ks: Sequence[int], scores: ArrayLike) -> int:
         raise ValueError(
             f"ks of {owner} must hold at least 3 values to have an elbow; got {k_arr.shape[0]}."
         )
-    x = (k_arr - k_arr[0]) / float(k_arr[-1] - k_arr[0])
     span = float(s.max() - s.min())
     if span == 0.0:
         return int(k_arr[0])
+    x = (k_arr - k_arr[0]) / float(k_arr[-1] - k_arr[0])
     y = (s - s.min()) / span
-    dx, dy = x[-1] - x[0], y[-1] - y[0]
-    # |cross product| / chord length = distance of (x, y) to the chord through the end points
-    dist = np.abs(dx * (y - y[0]) - dy * (x - x[0])) / np.hypot(dx, dy)
-    # Round away last-bit noise so that mathematically tied points tie.
-    dist = np.round(dist, 12)
-    return int(k_arr[int(np.argmax(dist))])
+    depth = np.round(y[0] + (y[-1] - y[0]) * x - y, 12)  # chord minus curve: > 0 below it
+    best = int(np.argmax(depth))  # argmax/argmin return the first, i.e. smallest K, of ties
+    return int(k_arr[best if depth[best] > 0.0 else int(np.argmin(s))])
 
 
 def k_range_rule_of_thumb(local_ks: Sequence[int]) -> tuple[int, int]:

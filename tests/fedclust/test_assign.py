@@ -26,8 +26,9 @@ from fedclust.cli import main
 from fedclust.client import AnalystClient, AnalystConfig, ApiError
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.inprocess import serving
-from fedclust.participant.config import ParticipantConfig
+from fedclust.participant.config import DataSource, ParticipantConfig
 from fedclust.participant.policy import PROTECTIONS
+from fedclust.protocol.wire.assignment import released_centers, sweep_entry
 from fedclust.protocol.wire.messages import JobCreate
 
 IDS = ("org-a", "org-b", "org-c")
@@ -216,3 +217,67 @@ def test_errors_are_one_line(
         "job 'no-such-job' does not exist"
     )
     assert not (tmp_path / "labels.csv").exists()
+
+
+def _csv_with_blanks(path: Path) -> pd.DataFrame:
+    """Organisation 0's rows as a CSV with an id column; every third row has a blank."""
+    X = _parts()[0]
+    frame = pd.DataFrame({"id": [f"p{i:03d}" for i in range(len(X))], "a": X[:, 0],
+                          "b": X[:, 1]})
+    frame.loc[frame.index % 3 == 1, "b"] = np.nan
+    frame.to_csv(path, index=False, float_format="%.17g")
+    return frame
+
+
+def test_rows_left_out_keep_the_others_row_numbers_and_ids(
+    service: Service, tmp_path: Path
+) -> None:
+    path = tmp_path / "blanks.csv"
+    written = _csv_with_blanks(path)
+    config = dataclasses.replace(
+        _config(service, 0), data=DataSource(path=path, columns=("a", "b"), missing="drop")
+    )
+    job_id = service.jobs["fkm"]
+    transport = service.coordinator.transport()
+    with pytest.warns(UserWarning, match=r'left out \d+ row\(s\).*\[data\] missing = "drop"'):
+        rows = assign_job(config, job_id, id_column="id", transport=transport)
+    frame = labels_frame(rows)
+    assert list(frame.columns)[:3] == ["row", "id", "label"]
+    original = pd.read_csv(path)
+    complete = original.dropna()
+    assert len(frame) == len(complete) < len(original)
+    doc = fetch_result(config, job_id, transport=transport).result
+    centers, _ = released_centers(sweep_entry(doc, rows.k))
+    # Joined on the row number: every label is the nearest center of that very row.
+    by_row = frame.merge(original, left_on="row", right_index=True, suffixes=("", "_file"))
+    assert (by_row["id"] == by_row["id_file"]).all()
+    X = by_row[["a", "b"]].to_numpy()
+    nearest = np.argmin(((X[:, None, :] - centers[None]) ** 2).sum(axis=2), axis=1)
+    np.testing.assert_array_equal(by_row["label"].to_numpy(), nearest)
+    # Joined on the id column: the same rows.
+    by_id = frame.merge(written, on="id", validate="one_to_one")
+    np.testing.assert_array_equal(by_id["row"].to_numpy(), complete.index.to_numpy())
+    np.testing.assert_array_equal(by_id[["a", "b"]].to_numpy(), X)
+    with pytest.raises(ValueError, match="clash with the output's own columns"):
+        assign_job(config, job_id, id_column="label", transport=transport)
+
+
+def test_the_command_takes_id_column_and_names_what_it_needs(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def in_process(config: ParticipantConfig, job_id: str, *, transport: Any = None) -> Any:
+        return fetch_result(config, job_id, transport=service.coordinator.transport())
+
+    monkeypatch.setattr(assign_module, "fetch_result", in_process)
+    out = tmp_path / "labels.csv"
+    status = main([
+        "participant", "assign", "--config", str(service.files.participants[IDS[0]]),
+        "--job", service.jobs["fkm"], "--out", str(out), "--id-column", "id",
+    ])
+    assert status == 2
+    assert capsys.readouterr().err.strip() == (
+        "fedclust participant assign: error: --id-column needs a CSV, ARFF or Parquet file; "
+        f"{IDS[0]}.npy is .npy."
+    )
+    assert not out.exists()

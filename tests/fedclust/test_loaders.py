@@ -8,7 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedclust.data.loaders import builtin, load_dataset, load_table, shared_datasets_dir
+from fedclust.data.loaders import (
+    DataWarning,
+    builtin,
+    load_dataset,
+    load_table,
+    setting_text,
+    shared_datasets_dir,
+)
+from fedclust.participant.config import DataSource, load_data, load_rows
 
 
 def _write(path: Path, text: str, *, newline: str = "\n") -> Path:
@@ -226,3 +234,55 @@ def test_default_folder_is_found(datasets: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("FEDCLUST_DATASETS", raising=False)
     found = shared_datasets_dir()
     assert found is not None and found.resolve() == datasets.resolve()
+
+
+# -- messages name the setting as the caller takes it (issue 23) -------------------------------
+def test_setting_text_names_a_flag_or_a_config_key() -> None:
+    assert setting_text("missing", "drop", "flag") == "--missing drop"
+    assert setting_text("missing", "drop", "config") == '[data] missing = "drop"'
+    assert setting_text("columns", None, "flag") == "--columns"
+    assert setting_text("columns", None, "config") == "[data] columns"
+
+
+def test_a_blank_value_names_the_flag_on_the_command_line(tmp_path: Path) -> None:
+    f = _write(tmp_path / "blank.csv", "a,b\n1,2\n3,\n")
+    with pytest.raises(ValueError, match=r"leave those rows out with --missing drop\.$"):
+        load_dataset(f)
+
+
+def test_a_blank_value_names_the_config_key_for_a_participant(tmp_path: Path) -> None:
+    f = _write(tmp_path / "blank.csv", "a,b\n1,2\n3,\n5,6\n")
+    with pytest.raises(ValueError) as info:
+        load_data(DataSource(path=f))
+    assert str(info.value).endswith('leave those rows out with [data] missing = "drop".')
+    assert "--missing" not in str(info.value)
+    with pytest.warns(DataWarning, match=r'left out 1 row\(s\) .*\(\[data\] missing = "drop"\)'):
+        rows = load_rows(DataSource(path=f, missing="drop"))
+    np.testing.assert_array_equal(rows.X, [[1.0, 2.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(rows.rows, [0, 2])
+
+
+def test_other_settings_are_named_as_config_keys_too(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"a,b\n1,2\n" + "é".encode("latin-1") + b",3\n")
+    with pytest.raises(ValueError, match=r'\[data\] encoding = "latin-1"'):
+        load_data(DataSource(path=latin))
+    with pytest.raises(ValueError, match=r"--encoding latin-1"):
+        load_dataset(latin)
+    commas = _write(tmp_path / "commas.csv", "a;b\n1,5;2\n3,5;4\n")
+    with pytest.raises(ValueError, match=r'read them with \[data\] decimal = ","'):
+        load_data(DataSource(path=commas))
+
+
+def test_rows_and_ids_survive_dropped_rows_on_both_paths(tmp_path: Path) -> None:
+    f = _write(tmp_path / "ids.csv", "id,a,b\nx,1,2\ny,NA,4\nz,5,6\n")
+    with pytest.warns(DataWarning, match="--missing drop"):
+        exact = load_dataset(f, missing="drop", id_column="id")
+    assert exact.feature_names == ("a", "b")
+    np.testing.assert_array_equal(exact.rows, [0, 2])
+    np.testing.assert_array_equal(exact.ids, ["x", "z"])
+    full = _write(tmp_path / "full.csv", "id,a,b\nx,1,2\ny,3,4\n")  # pyarrow's fast path
+    fast = load_dataset(full, id_column="id")
+    assert fast.feature_names == ("a", "b")
+    np.testing.assert_array_equal(fast.rows, [0, 1])
+    np.testing.assert_array_equal(fast.ids, ["x", "y"])

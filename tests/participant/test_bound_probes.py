@@ -108,8 +108,10 @@ def reason(reply: str) -> str:
                                         max_iter=5)),
         ("fkm", msg.HoldKmeansInitTask(k=61, seed=1)),
         ("kfed", msg.KfedCentersTask(k_local=61, seed=1)),
+        ("kfed-dennis", msg.KfedDennisCentersTask(k_local=61, seed=1)),
     ],
-    ids=["local_k-61", "local_k-60", "local_fcm", "hold_local_fcm", "hold_kmeans_init", "kfed"],
+    ids=["local_k-61", "local_k-60", "local_fcm", "hold_local_fcm", "hold_kmeans_init", "kfed",
+         "kfed-dennis"],
 )
 def test_a_crafted_local_k_gets_the_same_refusal_from_60_and_61_rows(
     organisations: dict[int, tuple[Path, Counting]], algorithm: msg.Algorithm, crafted: Any
@@ -157,7 +159,7 @@ def test_the_coordinator_fails_such_a_job_at_its_declaration_by_the_same_rule() 
         def declare(self, _: msg.JobCreate) -> Declaration:
             return DECLARED
 
-    for algorithm in ("fedfcm", "fedfcm-avg", "fkm", "kfed"):
+    for algorithm in ("fedfcm", "fedfcm-avg", "fkm", "kfed", "kfed-dennis"):
         job = terms(algorithm, k_range=(2, 34), local_k_range=None)
         with pytest.raises(ValueError, match="lower it \\(--k/--k-range\\) to at most 33"):
             declare_job([Declares()], job, n_features=2)
