@@ -36,6 +36,9 @@ from fedclust.protocol.wire.messages import DistillParams, JobCreate, ResultDocu
 __all__ = ["RemoteDistiller", "distill_result_document", "run_distill_job"]
 
 Contribution = dict[str, FloatArray]
+#: The batch sizes of the authors' code (local training, distillation), used when the job's
+#: ``batch_size`` is absent.
+LOCAL_BATCH, DISTILL_BATCH = 32, 64
 
 
 class RemoteDistiller:
@@ -59,8 +62,11 @@ class RemoteDistiller:
         return self._remote.answer(spec)
 
     def train_local(self, *, seed: int) -> None:
+        p = self._params
         spec = msg.DistillTrainTask(
-            seed=seed, n_classes=self._params.n_classes, classifier=self._params.classifier
+            seed=seed, n_classes=p.n_classes, classifier=p.classifier,
+            max_epochs=p.local_epochs, learning_rate=p.learning_rate,
+            batch_size=p.batch_size if p.batch_size is not None else LOCAL_BATCH,
         )
         self._remote.ask(spec, msg.AckReply)
 
@@ -80,9 +86,11 @@ class RemoteDistiller:
         self, teacher: FloatArray, public_X: FloatArray, *, temperature: float, epochs: int,
         seed: int,
     ) -> None:
+        p = self._params
         spec = msg.DistillStepTask(
             public=self._public, teacher=msg.WireArray.of(teacher), temperature=temperature,
-            epochs=epochs, seed=seed,
+            epochs=epochs, seed=seed, learning_rate=p.learning_rate,
+            batch_size=p.batch_size if p.batch_size is not None else DISTILL_BATCH,
         )
         self._remote.ask(spec, msg.AckReply)
 

@@ -40,12 +40,15 @@ class DistillTasks:
             then refused).
         name: the participant's id (for messages).
         store: the file that keeps the trained classifier between tasks (None: memory only).
+        device: where the classifier trains (``participant.deep.device``; the agent's
+            ``[model] device``).
     """
 
     def __init__(
         self, X: FloatArray, y: NDArray[np.int64] | None, *, name: str,
-        store: Path | None = None,
+        store: Path | None = None, device: str = "auto",
     ) -> None:
+        self._device = device
         self._X = X
         self._y = y
         self._name = name
@@ -71,12 +74,12 @@ class DistillTasks:
                 )
             case msg.DistillStepTask(
                 public=public, teacher=teacher, temperature=temperature, epochs=epochs,
-                seed=seed,
+                seed=seed, learning_rate=lr, batch_size=batch_size,
             ):
                 model = self._trained(None)
                 model.distill(
                     teacher.to_numpy(), public.to_numpy(), temperature=temperature,
-                    epochs=epochs, seed=seed,
+                    epochs=epochs, seed=seed, lr=lr, batch_size=batch_size,
                 )
                 self._save(model)
                 return msg.AckReply()
@@ -101,13 +104,15 @@ class DistillTasks:
             return DistillParticipant(
                 self._X, self._y, name=self._name,
                 spec=ClassifierSpec(self._X.shape[1], n_classes, classifier),
+                device=self._device,
             )
         except ValueError as exc:
             raise RefusedError(f"participant {self._name!r}: {exc}") from None
 
     def _train(self, spec: msg.DistillTrainTask) -> None:
         model = self._participant(spec.n_classes, spec.classifier)
-        model.train_local(seed=spec.seed)
+        model.train_local(seed=spec.seed, max_epochs=spec.max_epochs, lr=spec.learning_rate,
+                          batch_size=spec.batch_size)
         self._save(model)
         self._model = model
 

@@ -47,12 +47,15 @@ class FedCRefTasks:
         y: its integer labels (its own local clustering for ``initial="labels"``), or None.
         name: the participant's id, as the coordinator names it in tasks.
         store: the file that keeps the assignment and models between tasks (None: memory).
+        device: where the autoencoders train (``participant.deep.device``; the agent's
+            ``[model] device``).
     """
 
     def __init__(
         self, X: FloatArray, y: NDArray[np.int64] | None, *, name: str,
-        store: Path | None = None,
+        store: Path | None = None, device: str = "auto",
     ) -> None:
+        self._device = device
         self._X = X
         self._y = y
         self._name = name
@@ -124,7 +127,7 @@ class FedCRefTasks:
         local = FedCRefLocal(
             self._X, name=self._name, initial=initial, k=k, k_max=k_max,
             labels=self._y if initial == "labels" else None,
-            config=TrainConfig(epochs=epochs),
+            config=TrainConfig(epochs=epochs), device=self._device,
         )
         return local, AutoencoderSpec(self._X.shape[1], hidden)
 

@@ -5,7 +5,8 @@ DistillTasks` or :class:`~participant.fedcref_tasks.FedCRefTasks`; neither impor
 before its first task arrives. With a ``state`` path (the agent's per-job state file
 ``jobs/<job id>.json``), each keeps its trained models beside it (``jobs/<job id>.distill.npz``,
 ``jobs/<job id>.fedcref.npz``), so an agent restarted mid-job resumes with them; the FedCRef
-file also holds the participant's latest assignment of its rows to local clusters.
+file also holds the participant's latest assignment of its rows to local clusters. ``device``
+(the agent's ``[model] device``) is where both train (``participant.deep.device``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ class ModelTasks:
 
     def __init__(
         self, X: FloatArray, y: NDArray[np.int64] | None, *, name: str,
-        state: Path | None = None,
+        state: Path | None = None, device: str = "auto",
     ) -> None:
         def beside(suffix: str) -> Path | None:
             return None if state is None else state.with_suffix(suffix)
 
-        self._distill = DistillTasks(X, y, name=name, store=beside(".distill.npz"))
-        self._fedcref = FedCRefTasks(X, y, name=name, store=beside(".fedcref.npz"))
+        self._distill = DistillTasks(X, y, name=name, store=beside(".distill.npz"),
+                                     device=device)
+        self._fedcref = FedCRefTasks(X, y, name=name, store=beside(".fedcref.npz"),
+                                     device=device)
 
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         """The reply to one model-based task; RefusedError when it cannot be computed."""

@@ -9,6 +9,8 @@ in the layout documented there (:func:`flatten`, :func:`unflatten`).
 Determinism: every random draw (initial weights, validation split, batch order) comes from a
 numpy Generator seeded by the caller; torch's global RNG is never used, so concurrent
 participants in one process cannot disturb each other. Thread settings are left alone.
+Every function takes a ``device`` (``participant.deep.device``; default the CPU): the model and
+the rows move there, results come back to the CPU as numpy arrays.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
 ]
 
 _EVAL_BATCH = 2048
+_CPU = torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -95,15 +98,18 @@ def flatten(model: nn.Sequential) -> NDArray[np.float32]:
     """All parameters as one float32 vector (per layer: weight row-major, then bias)."""
     with torch.no_grad():
         parts = [
-            t.detach().reshape(-1).numpy()
+            t.detach().reshape(-1).cpu().numpy()
             for lin in _linears(model)
             for t in (lin.weight, lin.bias)
         ]
     return np.concatenate(parts).astype(np.float32)
 
 
-def unflatten(spec: AutoencoderSpec, params: NDArray[np.float32]) -> nn.Sequential:
-    """A module for ``spec`` holding ``params`` (checked with ``spec.check_params``)."""
+def unflatten(
+    spec: AutoencoderSpec, params: NDArray[np.float32], device: torch.device = _CPU
+) -> nn.Sequential:
+    """A module for ``spec`` holding ``params`` (checked with ``spec.check_params``), on
+    ``device``."""
     flat = spec.check_params(params)
     model = build(spec)
     offset = 0
@@ -113,11 +119,11 @@ def unflatten(spec: AutoencoderSpec, params: NDArray[np.float32]) -> nn.Sequenti
                 size = t.numel()
                 t.copy_(torch.from_numpy(flat[offset : offset + size].copy()).reshape(t.shape))
                 offset += size
-    return model
+    return model.to(device)
 
 
-def _tensor(X: FloatArray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+def _tensor(X: FloatArray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32)).to(device)
 
 
 def _mean_loss(model: nn.Sequential, X: torch.Tensor) -> float:
@@ -137,8 +143,10 @@ def train(
     config: TrainConfig | None = None,
     epochs: int | None = None,
     seed: int | np.random.Generator | None = None,
+    device: torch.device = _CPU,
 ) -> NDArray[np.float32]:
-    """Train from ``params`` on the rows X (in [0, 1]) with Adam and MSE; return new params.
+    """Train from ``params`` on the rows X (in [0, 1]) with Adam and MSE on ``device``;
+    return new params.
 
     ``epochs`` overrides ``config.epochs`` (FedAvg local steps). An empty X returns the
     parameters unchanged.
@@ -148,20 +156,20 @@ def train(
     if X.shape[0] == 0 or n_epochs == 0:
         return spec.check_params(params).copy()
     rng = rng_from(seed)
-    model = unflatten(spec, params)
+    model = unflatten(spec, params, device)
     order = rng.permutation(X.shape[0])
     n_val = int(X.shape[0] * cfg.val_fraction) if cfg.patience > 0 else 0
     if n_val < cfg.min_val:
         n_val = 0
-    val = _tensor(X[order[:n_val]]) if n_val else None
-    fit = _tensor(X[order[n_val:]])
+    val = _tensor(X[order[:n_val]], device) if n_val else None
+    fit = _tensor(X[order[n_val:]], device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     loss_fn = nn.MSELoss()
     best = float("inf")
     best_params: NDArray[np.float32] | None = None
     waited = 0
     for _ in range(n_epochs):
-        perm = torch.from_numpy(rng.permutation(fit.shape[0]))
+        perm = torch.from_numpy(rng.permutation(fit.shape[0])).to(device)
         running = 0.0
         for start in range(0, fit.shape[0], cfg.batch_size):
             xb = fit[perm[start : start + cfg.batch_size]]
@@ -186,26 +194,32 @@ def train(
 
 
 def reconstruction_errors(
-    spec: AutoencoderSpec, params: NDArray[np.float32], X: FloatArray
+    spec: AutoencoderSpec, params: NDArray[np.float32], X: FloatArray,
+    device: torch.device = _CPU,
 ) -> FloatArray:
     """Per-sample mean squared reconstruction error, shape (n_samples,)."""
-    model = unflatten(spec, params)
-    Xt = _tensor(X)
+    model = unflatten(spec, params, device)
+    Xt = _tensor(X, device)
     out = np.empty(X.shape[0], dtype=np.float64)
     with torch.no_grad():
         for start in range(0, X.shape[0], _EVAL_BATCH):
             xb = Xt[start : start + _EVAL_BATCH]
-            out[start : start + xb.shape[0]] = ((model(xb) - xb) ** 2).mean(dim=1).double().numpy()
+            out[start : start + xb.shape[0]] = (
+                ((model(xb) - xb) ** 2).mean(dim=1).double().cpu().numpy()
+            )
     return out
 
 
-def embed(spec: AutoencoderSpec, params: NDArray[np.float32], X: FloatArray) -> FloatArray:
+def embed(
+    spec: AutoencoderSpec, params: NDArray[np.float32], X: FloatArray,
+    device: torch.device = _CPU,
+) -> FloatArray:
     """The code layer (output of the encoder, after its ReLU), shape (n_samples, hidden[-1])."""
-    model = unflatten(spec, params)
+    model = unflatten(spec, params, device)
     encoder = model[: 2 * len(spec.hidden)]
-    Xt = _tensor(X)
+    Xt = _tensor(X, device)
     parts: list[FloatArray] = []
     with torch.no_grad():
         for start in range(0, X.shape[0], _EVAL_BATCH):
-            parts.append(encoder(Xt[start : start + _EVAL_BATCH]).double().numpy())
+            parts.append(encoder(Xt[start : start + _EVAL_BATCH]).double().cpu().numpy())
     return np.concatenate(parts, axis=0) if parts else np.empty((0, spec.hidden[-1]))

@@ -10,8 +10,12 @@ matches the student's logits s to the teacher's mean softmax probabilities t wit
     loss = 0.5 · KL( softmax(t / T) ‖ softmax(s / T) )      (averaged over the batch)
 
 T = 0.1 by default (applied to t's probabilities, as the authors' code does), Adam (lr 1e-3),
-50 epochs, batch 64. Every random choice draws from a ``torch.Generator`` seeded by the
-caller, never torch's global one, so concurrent threads stay reproducible.
+50 epochs, batch 64 (learning rate, batch size and epochs are arguments: the job's
+``distill`` parameters). Every random choice draws from a CPU ``torch.Generator`` seeded by
+the caller, never torch's global one, so concurrent threads stay reproducible. The model is
+built on the CPU and may then be moved (``model.to(device)``, ``participant.deep.device``);
+every function here runs on the device the model's parameters are on and returns numpy
+results on the CPU.
 
 Design notes: ``docs/fed-distill.md`` (§ The classifiers: choices, timings).
 """
@@ -123,12 +127,18 @@ def build_classifier(spec: ClassifierSpec, *, seed: int) -> nn.Module:
     return model
 
 
-def _tensor(X: NDArray[np.float64]) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32))
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
 
 
-def _batches(n: int, batch_size: int, g: torch.Generator) -> Iterator[torch.Tensor]:
-    order = torch.randperm(n, generator=g)
+def _tensor(X: NDArray[np.float64], device: torch.device) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(X, dtype=np.float32)).to(device)
+
+
+def _batches(
+    n: int, batch_size: int, g: torch.Generator, device: torch.device
+) -> Iterator[torch.Tensor]:
+    order = torch.randperm(n, generator=g).to(device)
     for start in range(0, n, batch_size):
         yield order[start : start + batch_size]
 
@@ -151,10 +161,11 @@ def train_supervised(
     Inputs are trusted (validated by the caller).
     """
     g = _generator(seed)
-    Xt, yt = _tensor(X), torch.as_tensor(y, dtype=torch.long)
+    device = _device(model)
+    Xt, yt = _tensor(X, device), torch.as_tensor(y, dtype=torch.long).to(device)
     n = Xt.shape[0]
     n_val = round(holdout * n) if n >= 10 else 0
-    perm = torch.randperm(n, generator=g)
+    perm = torch.randperm(n, generator=g).to(device)
     val_idx, train_idx = perm[:n_val], perm[n_val:]
     X_tr, y_tr, X_val, y_val = Xt[train_idx], yt[train_idx], Xt[val_idx], yt[val_idx]
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
@@ -162,7 +173,7 @@ def train_supervised(
     for _ in range(max_epochs):
         epochs += 1
         model.train()
-        for idx in _batches(X_tr.shape[0], batch_size, g):
+        for idx in _batches(X_tr.shape[0], batch_size, g, device):
             optimiser.zero_grad()
             loss = functional.cross_entropy(model(X_tr[idx]), y_tr[idx])
             loss.backward()  # type: ignore[no-untyped-call]
@@ -188,8 +199,8 @@ def predict_proba(model: nn.Module, X: NDArray[np.float64]) -> NDArray[np.float6
     """Softmax probabilities, shape (n_rows, n_classes), float64 (rows sum to 1)."""
     model.eval()
     with torch.no_grad():
-        probs = functional.softmax(model(_tensor(X)).double(), dim=1)
-    return probs.numpy().astype(np.float64)
+        probs = functional.softmax(model(_tensor(X, _device(model))).double(), dim=1)
+    return probs.cpu().numpy().astype(np.float64)
 
 
 def distill_towards(
@@ -208,14 +219,15 @@ def distill_towards(
     Returns the mean loss of the last epoch.
     """
     g = _generator(seed)
-    Xt = _tensor(X_public)
-    target = functional.softmax(torch.as_tensor(teacher, dtype=torch.float32) / temperature, dim=1)
+    device = _device(model)
+    Xt = _tensor(X_public, device)
+    target = functional.softmax(_tensor(teacher, device) / temperature, dim=1)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     last = 0.0
     for _ in range(epochs):
         model.train()
         total = 0.0
-        for idx in _batches(Xt.shape[0], batch_size, g):
+        for idx in _batches(Xt.shape[0], batch_size, g, device):
             optimiser.zero_grad()
             log_q = functional.log_softmax(model(Xt[idx]) / temperature, dim=1)
             loss = 0.5 * functional.kl_div(log_q, target[idx], reduction="batchmean")
@@ -231,5 +243,5 @@ def accuracy(model: nn.Module, X: NDArray[np.float64], y: NDArray[np.int64]) -> 
     """Fraction of rows whose argmax prediction equals the label."""
     model.eval()
     with torch.no_grad():
-        pred = model(_tensor(X)).argmax(dim=1).numpy()
+        pred = model(_tensor(X, _device(model))).argmax(dim=1).cpu().numpy()
     return float(np.mean(pred == y))

@@ -41,6 +41,7 @@ from fedclust.participant.deep.classifier import (
     predict_proba,
     train_supervised,
 )
+from fedclust.participant.deep.device import resolve_device
 from fedclust.protocol.maths import distillation
 
 __all__ = ["DistillParticipant"]
@@ -69,9 +70,15 @@ class DistillParticipant:
         y: integer labels in [0, n_classes).
         name: a label for reports.
         spec: the architecture (input width, number of classes, "mlp" or "cnn").
+        device: where the classifier trains (``participant.deep.device``: auto, cpu,
+            cuda[:N]); ValueError when a GPU is named and torch sees none.
     """
 
-    def __init__(self, X: ArrayLike, y: ArrayLike, *, name: str, spec: ClassifierSpec) -> None:
+    def __init__(
+        self, X: ArrayLike, y: ArrayLike, *, name: str, spec: ClassifierSpec,
+        device: str = "auto",
+    ) -> None:
+        self.device = resolve_device(device, where=f"device of participant {name!r}")
         self._X = check_data(X, name=f"data of participant {name!r}", min_samples=2)
         if self._X.shape[1] != spec.n_features:
             raise ValueError(
@@ -109,12 +116,19 @@ class DistillParticipant:
             )
         return P
 
-    def train_local(self, *, seed: int) -> None:
+    def train_local(
+        self, *, seed: int, max_epochs: int = 30, lr: float = 1e-3, batch_size: int = 32
+    ) -> None:
         """Initialise the classifier from ``seed`` and train it on the local rows (Adam,
-        early stopping; see ``participant.deep.classifier``)."""
-        seed = check_int(seed, name="seed", owner="train_local", low=0)
-        model = build_classifier(self.spec, seed=seed)
-        train_supervised(model, self._X, self._y, seed=seed + 1)
+        at most ``max_epochs`` with early stopping; see ``participant.deep.classifier``)."""
+        owner = "train_local"
+        seed = check_int(seed, name="seed", owner=owner, low=0)
+        max_epochs = check_int(max_epochs, name="max_epochs", owner=owner, low=1)
+        lr = check_float(lr, name="lr", owner=owner, low=0.0, low_open=True)
+        batch_size = check_int(batch_size, name="batch_size", owner=owner, low=1)
+        model = build_classifier(self.spec, seed=seed).to(self.device)
+        train_supervised(model, self._X, self._y, seed=seed + 1, max_epochs=max_epochs,
+                         lr=lr, batch_size=batch_size)
         self._model = model
 
     def weights(self) -> dict[str, NDArray[np.float32]]:
@@ -139,7 +153,7 @@ class DistillParticipant:
         model.load_state_dict(
             {name: torch.as_tensor(np.asarray(weights[name], dtype=np.float32)) for name in state}
         )
-        self._model = model
+        self._model = model.to(self.device)
 
     def predict_counts(self, public_X: ArrayLike) -> dict[str, FloatArray]:
         """``{LABEL_COUNTS: c}``: how many public rows the model labels with each class."""
@@ -161,10 +175,12 @@ class DistillParticipant:
         *,
         temperature: float = 0.1,
         epochs: int = 50,
+        lr: float = 1e-3,
+        batch_size: int = 64,
         seed: int,
     ) -> None:
         """Distil the local classifier towards the teacher's mean probabilities on public_X
-        (loss 0.5·KL(softmax(t/T) ‖ softmax(s/T)), Adam, batch 64)."""
+        (loss 0.5·KL(softmax(t/T) ‖ softmax(s/T)), Adam)."""
         owner = "distill"
         P = self._public(public_X)
         T = check_data(teacher, name="teacher")
@@ -179,8 +195,10 @@ class DistillParticipant:
                                   low_open=True)
         epochs = check_int(epochs, name="epochs", owner=owner, low=0)
         seed = check_int(seed, name="seed", owner=owner, low=0)
+        lr = check_float(lr, name="lr", owner=owner, low=0.0, low_open=True)
+        batch_size = check_int(batch_size, name="batch_size", owner=owner, low=1)
         distill_towards(self._trained(), P, T, seed=seed, temperature=temperature,
-                        epochs=epochs)
+                        epochs=epochs, lr=lr, batch_size=batch_size)
 
     def evaluate(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy on labelled rows (simulator evaluation only; never asked over the wire)."""

@@ -27,6 +27,7 @@ from sklearn.metrics import silhouette_score
 from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.core.validation import FloatArray, check_data, check_float, check_int, rng_from
 from fedclust.participant.deep import autoencoder as ae
+from fedclust.participant.deep.device import resolve_device
 from fedclust.protocol.maths.fedcref import (
     AutoencoderSpec,
     ClusterRef,
@@ -67,6 +68,8 @@ class FedCRefLocal:
         dirtiness: probability d of swapping a label in the ``"dirty"`` clustering.
         config: local training settings (authors' defaults).
         min_cluster_size: the fewest rows a refined cluster keeps.
+        device: where the autoencoders train and score (``participant.deep.device``: auto,
+            cpu, cuda[:N]); ValueError when a GPU is named and torch sees none.
     """
 
     def __init__(
@@ -82,9 +85,11 @@ class FedCRefLocal:
         dirtiness: float = 0.0,
         config: ae.TrainConfig | None = None,
         min_cluster_size: int = 2,
+        device: str = "auto",
     ) -> None:
         owner = "FedCRefLocal"
         self.name = name
+        self.device = resolve_device(device, where=f"device of participant {name!r}")
         self._X = check_data(X, name=f"data of participant {name!r}", min_samples=2)
         if self._X.min() < 0.0 or self._X.max() > 1.0:
             raise ValueError(
@@ -212,9 +217,10 @@ class FedCRefLocal:
     def _kmeans_labels(self, rng: np.random.Generator) -> NDArray[np.intp]:
         spec = self._require_spec()
         params = ae.train(
-            spec, ae.init_params(spec, seed=rng), self._X, config=self._config, seed=rng
+            spec, ae.init_params(spec, seed=rng), self._X, config=self._config, seed=rng,
+            device=self.device,
         )
-        Z = ae.embed(spec, params, self._X)
+        Z = ae.embed(spec, params, self._X, self.device)
         n = Z.shape[0]
         if self._k is not None:
             ks = [self._k]
@@ -258,7 +264,8 @@ class FedCRefLocal:
             return
         rng = rng_from(seed)
         self._models = [
-            ae.train(spec, m, self._X[self._labels == q], config=self._config, seed=rng)
+            ae.train(spec, m, self._X[self._labels == q], config=self._config, seed=rng,
+                     device=self.device)
             for q, m in enumerate(self._models)
         ]
         self._stale = False
@@ -289,7 +296,7 @@ class FedCRefLocal:
         spec = self._require_spec()
         E = np.empty((self._X.shape[0], len(models)), dtype=np.float64)
         for j, m in enumerate(models):
-            E[:, j] = ae.reconstruction_errors(spec, m, self._X)
+            E[:, j] = ae.reconstruction_errors(spec, m, self._X, self.device)
         return E
 
     def fedcref_fedavg_step(
@@ -324,7 +331,8 @@ class FedCRefLocal:
         start = spec.check_params(model, name="group model")
         rows = np.isin(self._labels, ids)
         theta = ae.train(
-            spec, start, self._X[rows], config=self._config, epochs=epochs, seed=seed
+            spec, start, self._X[rows], config=self._config, epochs=epochs, seed=seed,
+            device=self.device,
         )
         return participant_fedavg_contribution(theta, int(np.count_nonzero(rows)))
 

@@ -17,6 +17,15 @@ SPECS = (
              "fedcref_fedavg", "fedcref_refine"}
         ),
         procedure_path="fedclust.coordinator.fedcref_job:procedure",
+        # "code": FedCRefParams' defaults. "paper": the values the paper states for its MNIST
+        # experiments (Nardi et al., Tables 3-4; docs/fedcref.md § Presets): 20 local epochs
+        # (early stopping, patience 4), eq. 2 with alpha = 75 and theta = 0.2, FedAvg 15
+        # rounds per group. The authors' code differs: threshold 0.25, freeze above 0.85,
+        # FedAvg 2 epochs in round 1 then 7 (docs/fedcref.md).
+        presets={
+            "code": {},
+            "paper": {"epochs": 20, "alpha": 75.0, "theta": 0.2, "fedavg_rounds": 15},
+        },
         plain_notes=(
             "fedcref (Federated Cluster-Wise Refinement): each participant's number of local "
             "clusters, one autoencoder per local cluster (shared with the coordinator and the "

@@ -200,10 +200,11 @@ def test_fedcref_masked_sums_are_the_service_sums_and_equal_none(
 def test_mnist_absent_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(ds, "MNIST_PATH", tmp_path / "missing" / "mnist_uint8.npz")
+    monkeypatch.setenv("FEDCLUST_DATASETS", str(tmp_path))  # the folder, without mnist/
     status, _, err = _run(capsys, "--dataset", "mnist", "--algorithm", "fed-distill")
     assert status == 2
     assert "MNIST not found" in err and "--dataset digits" in err
+    assert str(tmp_path / "mnist" / "mnist_uint8.npz") in err
 
 
 @pytest.mark.parametrize(

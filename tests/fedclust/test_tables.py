@@ -80,6 +80,7 @@ def test_tables_are_plain_text_whatever_the_terminal(monkeypatch: pytest.MonkeyP
 def test_deep_tables_hold_each_value_in_its_row() -> None:
     fedcref = DeepSimulationDocument(
         algorithm="fedcref", dataset="digits", seed=0, protection="masking", participants=4,
+        preset="code", device="cpu",
         params={}, true_groups=3, groups_found=2, ari=0.8,
         groups=[DeepGroup(members=["p0:0", "p1:1"], truth=[0, 0], protected=True)],
         wrong_associations=1, isolated_clusters=2, initial_accuracy=0.7, final_accuracy=0.85,
@@ -97,7 +98,8 @@ def test_deep_tables_hold_each_value_in_its_row() -> None:
     assert ["12", "2", "2", "1", "0.850", "3"] in rows
     distill = DeepSimulationDocument(
         algorithm="fed-distill", dataset="digits", seed=0, protection="masking",
-        participants=4, mode="distill", params={"class_sets": [[0, 1, 2], [3, 4, 5, 6]]},
+        participants=4, preset="code", device="cpu", mode="distill",
+        params={"class_sets": [[0, 1, 2], [3, 4, 5, 6]]},
         true_groups=2, groups_found=2, ari=1.0,
         groups=[DeepGroup(members=["g0-c0"], truth=[0], accuracy=0.9, protected=True)],
         accuracy_per_true_group=[0.912, 0.85, 0.5], local_accuracy_per_true_group=[0.8, 0.7],
