@@ -7,8 +7,12 @@ Its subject common name and first DNS name are NAME. Under mutual TLS a token co
 a certificate naming its holder (:mod:`infra.tls`): issue a participant's under its
 participant id, an analyst's or admin's under the name configured with its token, and the
 coordinator's as ``coordinator`` (the counting service's default ``[tls] coordinator_name``).
+``export_p12`` bundles an issued certificate, its key and the CA certificate into
+``NAME.p12`` (PKCS#12, encrypted with a passphrase), the form a browser imports a client
+certificate in (the dashboard under mutual TLS).
 
-Keys are ECDSA P-256, written unencrypted with mode 0600; files are never overwritten.
+Keys are ECDSA P-256, written unencrypted with mode 0600 (a ``.p12`` encrypted, also 0600);
+files are never overwritten.
 """
 
 from __future__ import annotations
@@ -25,14 +29,20 @@ from typing import Final
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CA_DAYS", "ISSUE_DAYS", "IssuedFiles", "init_ca", "issue"]
+__all__ = [
+    "CA_DAYS", "ISSUE_DAYS", "MIN_P12_PASSPHRASE", "IssuedFiles", "check_p12_passphrase",
+    "export_p12", "init_ca", "issue",
+]
 
 CA_DAYS: Final = 3650
 ISSUE_DAYS: Final = 825
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _BACKDATE: Final = dt.timedelta(minutes=5)  # tolerate clocks a little behind
+#: The shortest passphrase a ``.p12`` is encrypted with.
+MIN_P12_PASSPHRASE: Final = 8
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,7 @@ def init_ca(
         raise ValueError("the CA's name must not be empty.")
     folder = _folder(out)
     files = IssuedFiles(folder / "ca.pem", folder / "ca-key.pem")
-    _refuse_existing(files)
+    _refuse_existing(files.certificate, files.key)
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
@@ -118,7 +128,7 @@ def issue(
     ca_cert, ca_key = _load_ca(Path(ca))
     folder = _folder(out)
     files = IssuedFiles(folder / f"{name}.pem", folder / f"{name}-key.pem")
-    _refuse_existing(files)
+    _refuse_existing(files.certificate, files.key)
     key = ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys([name, *dns])]
     names += [x509.IPAddress(a) for a in addresses]
@@ -162,6 +172,54 @@ def issue(
     return files
 
 
+def export_p12(
+    name: str,
+    ca: str | os.PathLike[str],
+    folder: str | os.PathLike[str],
+    passphrase: bytes,
+) -> Path:
+    """Write ``NAME.p12`` in ``folder`` from its ``NAME.pem`` and ``NAME-key.pem`` (as
+    :func:`issue` wrote them) and the CA certificate ``ca/ca.pem``, encrypted with
+    ``passphrase`` (PBES2: AES-256-CBC, PBKDF2 and a MAC with SHA-256); return its path.
+
+    Raises:
+        FileExistsError: ``NAME.p12`` exists already.
+        ValueError: a passphrase shorter than :data:`MIN_P12_PASSPHRASE` characters, or no
+            readable certificate and matching key, or CA certificate.
+    """
+    check_p12_passphrase(passphrase)
+    where = Path(folder)
+    cert, key = _load_pair(
+        where / f"{name}.pem", where / f"{name}-key.pem", flag=f"--out {where}",
+        hint=f"issue them with `fedclust pki issue {name}`.",
+    )
+    try:
+        ca_cert = x509.load_pem_x509_certificate((Path(ca) / "ca.pem").read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--ca {ca}: no readable ca.pem ({type(exc).__name__}).") from None
+    path = where / f"{name}.p12"
+    _refuse_existing(path)
+    encryption = (
+        serialization.PrivateFormat.PKCS12.encryption_builder()
+        .key_cert_algorithm(pkcs12.PBES.PBESv2SHA256AndAES256CBC)
+        .hmac_hash(hashes.SHA256())
+        .build(passphrase)
+    )
+    _write_private(
+        path,
+        pkcs12.serialize_key_and_certificates(name.encode(), key, cert, [ca_cert], encryption),
+    )
+    return path
+
+
+def check_p12_passphrase(passphrase: bytes) -> None:
+    """ValueError unless ``passphrase`` has at least :data:`MIN_P12_PASSPHRASE` characters."""
+    if len(passphrase) < MIN_P12_PASSPHRASE:
+        raise ValueError(
+            f"the .p12 passphrase must have at least {MIN_P12_PASSPHRASE} characters."
+        )
+
+
 def _validity(days: int) -> tuple[dt.datetime, dt.datetime]:
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
         raise ValueError(f"--days must be a whole number >= 1; got {days!r}.")
@@ -175,8 +233,8 @@ def _folder(out: str | os.PathLike[str]) -> Path:
     return folder
 
 
-def _refuse_existing(files: IssuedFiles) -> None:
-    for path in (files.certificate, files.key):
+def _refuse_existing(*paths: Path) -> None:
+    for path in paths:
         if path.exists():
             raise FileExistsError(
                 f"{path} already exists; remove it or write to another --out folder."
@@ -184,20 +242,30 @@ def _refuse_existing(files: IssuedFiles) -> None:
 
 
 def _load_ca(folder: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    cert_path, key_path = folder / "ca.pem", folder / "ca-key.pem"
+    return _load_pair(
+        folder / "ca.pem", folder / "ca-key.pem", flag=f"--ca {folder}",
+        hint="create them with `fedclust pki init-ca`.",
+    )
+
+
+def _load_pair(
+    cert_path: Path, key_path: Path, *, flag: str, hint: str
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A certificate and its private key; ValueError naming ``flag`` (and ``hint``) when
+    either is unreadable or the key is not the certificate's."""
     try:
         cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(
-            f"--ca {folder}: no readable ca.pem and ca-key.pem ({type(exc).__name__}); create "
-            "them with `fedclust pki init-ca`."
+            f"{flag}: no readable {cert_path.name} and {key_path.name} ({type(exc).__name__}); "
+            f"{hint}"
         ) from None
     spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     if not isinstance(key, ec.EllipticCurvePrivateKey) or (
         key.public_key().public_bytes(*spki) != cert.public_key().public_bytes(*spki)
     ):
-        raise ValueError(f"--ca {folder}: ca-key.pem is not the key of ca.pem.")
+        raise ValueError(f"{flag}: {key_path.name} is not the key of {cert_path.name}.")
     return cert, key
 
 
@@ -208,8 +276,13 @@ def _write(files: IssuedFiles, cert: x509.Certificate, key: ec.EllipticCurvePriv
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    fd = os.open(files.key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(pem_key)
-    os.chmod(files.key, 0o600)  # whatever the umask
+    _write_private(files.key, pem_key)
     files.certificate.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """A new file of mode 0600 (never readable by others, whatever the umask)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, 0o600)

@@ -1,40 +1,67 @@
 // The fedclust coordinator dashboard: plain DOM code over the JSON API, same origin only.
-// Every data request carries the analyst token (kept in sessionStorage) as a bearer token;
-// every value from the API is placed with textContent, never parsed as HTML.
+// Every API request carries the analyst token (kept in sessionStorage) as a bearer token;
+// under mutual TLS the browser also presents its client certificate, as any client does.
+// Every value from the API is placed with textContent, never parsed as HTML.
 "use strict";
 
 const API = "../api/v1";
 const TOKEN_KEY = "fedclust.analystToken";
 const POLL_MS = 2000;
 const SVG_NS = "http://www.w3.org/2000/svg";
+const SCOPE_HELP = "this browser's credentials lack the analyst scope: submitting, " +
+  "cancelling and reading jobs need an analyst's (or admin's) token and, under mutual TLS, " +
+  "the client certificate issued to that analyst's name";
 
 let timer = null;
 let generation = 0;  // a render loop stops once route() has started another
+let currentJob = null;  // the job the job view shows (its id and state)
+let registry = [];  // GET /algorithms: the registered algorithms
 
 function $(id) { return document.getElementById(id); }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY); }
 
 class AuthError extends Error {}
+class ScopeError extends Error {}
 
-async function api(path) {
-  const response = await fetch(API + path, {
-    headers: { Authorization: "Bearer " + token(), Accept: "application/json" },
-    cache: "no-store",
-  });
+// A FastAPI error body as one line: its detail text, or each validation error's field and
+// message (422).
+function detailText(body, fallback) {
+  if (typeof body.detail === "string") { return body.detail; }
+  if (Array.isArray(body.detail)) {
+    return body.detail.map((item) => {
+      const loc = Array.isArray(item.loc) ? item.loc.filter((p) => p !== "body").join(".") : "";
+      return (loc ? loc + ": " : "") + item.msg;
+    }).join("; ");
+  }
+  return fallback;
+}
+
+// The one request helper: GET (or POST with a JSON body) under the API prefix; the parsed
+// JSON answer, or with {text: true} the body as text.
+async function api(path, options) {
+  const opts = options || {};
+  const headers = { Authorization: "Bearer " + token(), Accept: "application/json" };
+  const init = { method: opts.method || "GET", headers: headers, cache: "no-store" };
+  if (opts.body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(opts.body);
+  }
+  const response = await fetch(API + path, init);
   if (response.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
     throw new AuthError("the coordinator refused the token: sign in again");
   }
   if (!response.ok) {
     let detail = response.statusText;
-    try {
-      const body = await response.json();
-      if (typeof body.detail === "string") { detail = body.detail; }
-    } catch (ignored) { /* keep the status text */ }
+    try { detail = detailText(await response.json(), detail); } catch (ignored) { /* text */ }
+    if (response.status === 403) {
+      throw new ScopeError("Not allowed: " + SCOPE_HELP + " (the coordinator said: " +
+        detail + ").");
+    }
     throw new Error(response.status + " " + detail);
   }
-  return response.json();
+  return opts.text ? response.text() : response.json();
 }
 
 function showError(message) {
@@ -43,12 +70,23 @@ function showError(message) {
   box.hidden = !message;
 }
 
+function element(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) { node.textContent = String(text); }
+  if (className) { node.className = className; }
+  return node;
+}
+
 function cell(row, text, className) {
-  const td = document.createElement("td");
-  td.textContent = text === null || text === undefined ? "—" : String(text);
-  if (className) { td.className = className; }
+  const td = element("td", text === null || text === undefined ? "—" : text, className);
   row.appendChild(td);
   return td;
+}
+
+function headerRow(table, names) {
+  clear(table.tHead);
+  const row = table.tHead.insertRow();
+  for (const name of names) { row.appendChild(element("th", name)); }
 }
 
 function clear(node) { while (node.firstChild) { node.removeChild(node.firstChild); } }
@@ -74,8 +112,10 @@ function progressText(job) {
 
 function stateCell(row, state) { cell(row, state, "state state-" + state); }
 
+function live(state) { return state === "pending" || state === "running"; }
+
 // -- views -------------------------------------------------------------------------------
-const VIEWS = ["login-view", "jobs-view", "job-view", "participants-view"];
+const VIEWS = ["login-view", "jobs-view", "new-view", "job-view", "participants-view"];
 
 function show(view) {
   for (const id of VIEWS) { $(id).hidden = id !== view; }
@@ -88,9 +128,8 @@ async function renderJobs() {
   clear(body);
   for (const job of jobs.slice().reverse()) {
     const row = body.insertRow();
-    const link = document.createElement("a");
+    const link = element("a", job.id);
     link.href = "#job/" + encodeURIComponent(job.id);
-    link.textContent = job.id;
     cell(row, "").appendChild(link);
     cell(row, job.spec.algorithm);
     stateCell(row, job.state);
@@ -117,6 +156,128 @@ async function renderParticipants() {
   return true;
 }
 
+// -- the job form ------------------------------------------------------------------------
+function selectedAlgorithm() {
+  return registry.find((a) => a.name === $("algorithm").value) || null;
+}
+
+// Show the fields the chosen algorithm takes; a member that has not enrolled, or whose
+// policy does not allow the algorithm, cannot be chosen (the coordinator would refuse it).
+function fitForm() {
+  const algorithm = selectedAlgorithm();
+  if (!algorithm) { return; }
+  $("algorithm-title").textContent = algorithm.title;
+  for (const node of document.querySelectorAll("#submit-form .sweep-only")) {
+    node.hidden = algorithm.family !== "sweep";
+  }
+  for (const node of document.querySelectorAll("#submit-form .contributors-only")) {
+    node.hidden = !algorithm.counts_contributors;
+  }
+  const protection = $("protection");
+  for (const option of protection.options) {
+    option.disabled = algorithm.plain_only && option.value !== "none";
+  }
+  if (algorithm.plain_only) { protection.value = "none"; }
+  $("protection-hint").textContent = algorithm.plain_only
+    ? algorithm.name + " sends each participant's local centers by design: protection 'none' only."
+    : "";
+  for (const box of document.querySelectorAll("#members input[type=checkbox]")) {
+    const allowed = box.dataset.enrolled === "yes" &&
+      box.dataset.algorithms.split(" ").includes(algorithm.name);
+    box.disabled = !allowed;
+    if (!allowed) { box.checked = false; }
+    const reason = box.parentNode.querySelector(".reason");
+    reason.textContent = box.dataset.enrolled !== "yes" ? " (not enrolled)"
+      : allowed ? "" : " (its policy does not allow " + algorithm.name + ")";
+  }
+}
+
+async function renderNew() {
+  const [algorithms, participants] = await Promise.all([api("/algorithms"), api("/participants")]);
+  registry = algorithms;
+  const select = $("algorithm");
+  const previous = select.value;
+  clear(select);
+  for (const a of algorithms) {
+    const option = element("option", a.name);
+    option.value = a.name;
+    option.title = a.title;
+    select.appendChild(option);
+  }
+  if (algorithms.some((a) => a.name === previous)) { select.value = previous; }
+  const members = $("members");
+  clear(members);
+  for (const p of participants) {
+    const label = element("label", null, "member");
+    const box = element("input");
+    box.type = "checkbox";
+    box.name = "participants";
+    box.value = p.id;
+    box.dataset.enrolled = p.enrolled ? "yes" : "no";
+    box.dataset.algorithms = (p.allowed_algorithms || []).join(" ");
+    box.checked = p.enrolled;
+    label.appendChild(box);
+    label.appendChild(document.createTextNode(" " + p.id));
+    label.appendChild(element("span", "", "reason hint"));
+    members.appendChild(label);
+  }
+  if (!participants.length) { members.appendChild(element("p", "No members yet.", "hint")); }
+  fitForm();
+  return false;
+}
+
+// The JobCreate body the form describes (the coordinator checks it again).
+function jobBody() {
+  const algorithm = selectedAlgorithm();
+  if (!algorithm) { throw new Error("choose an algorithm"); }
+  const participants = Array.from(
+    document.querySelectorAll("#members input[type=checkbox]:checked"), (box) => box.value);
+  if (!participants.length) { throw new Error("participants: choose at least one"); }
+  const body = { algorithm: algorithm.name, participants: participants,
+    protection: $("protection").value };
+  if (algorithm.family === "sweep") {
+    const from = Number($("k-from").value), to = Number($("k-to").value);
+    if (!Number.isInteger(from) || !Number.isInteger(to) || from < 2 || to < from) {
+      throw new Error("K: give whole numbers 2 <= from <= to");
+    }
+    if (from === to) { body.k = from; } else { body.k_range = [from, to]; }
+    if ($("standardise").checked) { body.standardise = true; }
+  }
+  if (algorithm.counts_contributors) {
+    const minimum = Number($("min-contributors").value);
+    if (!Number.isInteger(minimum) || minimum < 1) {
+      throw new Error("min_center_contributors: give a whole number >= 1");
+    }
+    if (minimum !== 1) { body.min_center_contributors = minimum; }
+  }
+  const seed = $("seed").value.trim();
+  if (seed !== "") {
+    if (!/^[0-9]+$/.test(seed)) { throw new Error("seed: give a whole number >= 0"); }
+    body.seed = Number(seed);
+  }
+  return body;
+}
+
+async function submitJob(event) {
+  event.preventDefault();
+  const box = $("submit-error");
+  box.hidden = true;
+  const button = $("submit-job");
+  button.disabled = true;
+  try {
+    const job = await api("/jobs", { method: "POST", body: jobBody() });
+    location.hash = "#job/" + encodeURIComponent(job.id);
+  } catch (error) {
+    if (error instanceof AuthError) { route(); showError(error.message); return; }
+    box.textContent = error instanceof ScopeError ? error.message
+      : "The job was not submitted: " + error.message;
+    box.hidden = false;
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// -- a job: curve, centers, ledger, actions ----------------------------------------------
 function svg(tag, attributes, parent) {
   const node = document.createElementNS(SVG_NS, tag);
   for (const [name, value] of Object.entries(attributes)) {
@@ -174,43 +335,67 @@ function drawCurve(result) {
     (result.k_elbow !== null && result.k_elbow !== undefined ? ", elbow K = " + result.k_elbow : "");
 }
 
+const SINGLE_TEXT = "This center rests on one participant: it is that participant's own " +
+  "local center, which everyone who reads this result learns.";
+
+// The selected K's centers; a released center only one participant stands behind is marked
+// at the center itself (row colour, badge, explanation).
 function drawCenters(result) {
   const table = $("centers");
-  const head = table.tHead, body = table.tBodies[0];
-  clear(head); clear(body);
+  const body = table.tBodies[0];
+  clear(body);
   $("centers-k").textContent = String(result.k_selected);
   const entry = result.sweep.find((e) => e.k === result.k_selected);
   const centers = entry ? entry.centers : [];
+  const contributors = entry && entry.center_contributors ? entry.center_contributors : null;
   const width = Math.max(0, ...centers.map((c) => (c ? c.length : 0)));
   const names = Array.isArray(result.feature_names) && result.feature_names.length === width
     ? result.feature_names
-    : Array.from({ length: width }, (_, j) => "feature " + (j + 1));
-  const headRow = head.insertRow();
-  for (const name of ["Cluster", ...names, "Contributors"]) {
-    const th = document.createElement("th");
-    th.textContent = name;
-    headRow.appendChild(th);
-  }
+    : Array.from({ length: width }, (_, j) => "x" + j);
+  headerRow(table, ["Cluster", ...names, "Participants behind it"]);
+  let singles = 0;
   centers.forEach((center, j) => {
     const row = body.insertRow();
     cell(row, j + 1);
     if (center) {
       for (const value of center) { cell(row, number(value, 4), "num"); }
     } else {
-      const td = cell(row, "withheld (too few contributors)");
+      const td = cell(row, "withheld (too few participants behind it)", "withheld");
       td.colSpan = width;
     }
-    cell(row, entry.center_contributors ? entry.center_contributors[j] : null, "num");
+    const count = contributors ? contributors[j] : null;
+    const td = cell(row, count, "num");
+    if (center && count === 1) {
+      singles += 1;
+      row.classList.add("single");
+      row.title = SINGLE_TEXT;
+      const badge = element("span", "one participant", "badge single-badge");
+      badge.title = SINGLE_TEXT;
+      td.appendChild(document.createTextNode(" "));
+      td.appendChild(badge);
+    }
   });
+  const warning = $("single-warning");
+  warning.hidden = singles === 0;
+  warning.textContent = singles === 0 ? "" : singles + " center(s) marked “one participant” " +
+    "rest on a single participant's local center: each is that participant's own center, " +
+    "revealed to whoever reads this result. A job with min_center_contributors of 2 or " +
+    "more withholds such centers.";
 }
 
 function notes(list, items) {
   clear(list);
-  for (const text of items || []) {
-    const li = document.createElement("li");
-    li.textContent = text;
-    list.appendChild(li);
-  }
+  for (const text of items || []) { list.appendChild(element("li", text)); }
+}
+
+// A disclosure's row label: its task kind, and the reply's kind where it differs
+// (a declaration, an acknowledgement, a refusal).
+function kindLabel(d) {
+  return d.reply_kind === d.task_kind ? d.task_kind : d.task_kind + " → " + d.reply_kind;
+}
+
+function protections(d) {
+  return Array.from(new Set(d.fields.map((f) => f.protection))).sort();
 }
 
 // One field of a disclosure: name, its shapes (the first and last of many) and protection.
@@ -219,19 +404,74 @@ function fieldText(field) {
   const shown = shapes.length > 3
     ? shapes[0] + " … " + shapes[shapes.length - 1] + ", " + shapes.length + " shapes"
     : shapes.length ? shapes.join(", ") : "scalar";
-  return field.name + " " + shown + " [" + field.protection + "]";
+  return field.name + " " + shown;
 }
 
+function protectionTags(parent, names) {
+  for (const name of names) {
+    parent.appendChild(document.createTextNode(" "));
+    parent.appendChild(element("span", name, "tag tag-" + name));
+  }
+}
+
+// The ledger grouped: a table of message counts (kind of task × participant), then per
+// participant a collapsible table of what each kind of message held.
 function drawLedger(ledger) {
-  const body = $("ledger").tBodies[0];
-  clear(body);
+  const parties = [];
+  const kinds = [];
+  const byKey = new Map();
   for (const d of ledger.disclosures) {
+    if (!parties.includes(d.participant)) { parties.push(d.participant); }
+    const kind = kindLabel(d);
+    if (!kinds.includes(kind)) { kinds.push(kind); }
+    byKey.set(kind + "\u0000" + d.participant, d);
+  }
+  const table = $("ledger-summary");
+  headerRow(table, ["Kind of task", ...parties]);
+  const body = table.tBodies[0];
+  clear(body);
+  for (const kind of kinds) {
     const row = body.insertRow();
-    cell(row, d.participant);
-    cell(row, d.task_kind);
-    cell(row, d.reply_kind);
-    cell(row, d.fields.map(fieldText).join("\n"), "fields");
-    cell(row, d.messages, "num");
+    row.dataset.kind = kind;
+    row.appendChild(element("th", kind));
+    for (const party of parties) {
+      const d = byKey.get(kind + "\u0000" + party);
+      const td = cell(row, d ? d.messages : null, "num");
+      td.dataset.participant = party;
+      if (d) { protectionTags(td, protections(d)); }
+    }
+  }
+  table.hidden = kinds.length === 0;
+  $("ledger-empty").hidden = kinds.length > 0;
+
+  const box = $("ledger-parties");
+  const open = new Set(Array.from(box.querySelectorAll("details[open]"), (n) => n.dataset.participant));
+  clear(box);
+  for (const party of parties) {
+    const mine = ledger.disclosures.filter((d) => d.participant === party);
+    const total = mine.reduce((sum, d) => sum + d.messages, 0);
+    const details = element("details", null, "party");
+    details.dataset.participant = party;
+    details.open = open.has(party);
+    const summary = element("summary");
+    summary.appendChild(element("strong", party));
+    summary.appendChild(document.createTextNode(
+      ": " + total + " message(s) of " + mine.length + " kind(s);"));
+    protectionTags(summary, Array.from(new Set(mine.flatMap(protections))).sort());
+    details.appendChild(summary);
+    const fields = element("table", null, "party-fields");
+    fields.appendChild(element("thead"));
+    fields.appendChild(element("tbody"));
+    headerRow(fields, ["Kind of task", "Messages", "Fields (shapes)", "Protection"]);
+    for (const d of mine) {
+      const row = fields.tBodies[0].insertRow();
+      cell(row, kindLabel(d));
+      cell(row, d.messages, "num");
+      cell(row, d.fields.length ? d.fields.map(fieldText).join("\n") : "(no fields)", "fields");
+      cell(row, d.fields.map((f) => f.protection).join("\n"), "fields");
+    }
+    details.appendChild(fields);
+    box.appendChild(details);
   }
   notes($("ledger-notes"), ledger.notes);
 }
@@ -243,14 +483,13 @@ function summary(job) {
   const rows = [
     ["State", job.state], ["Algorithm", spec.algorithm],
     ["Participants", spec.participants.join(", ")],
-    ["K range", spec.k_range ? spec.k_range.join("…") : null],
-    ["Protection", spec.protection], ["Progress", progressText(job)],
+    ["K", spec.k_range ? spec.k_range.join("…") : spec.k],
+    ["Protection", spec.protection], ["Seed", spec.seed], ["Progress", progressText(job)],
     ["Updated", when(job.updated_at)],
   ];
   for (const [name, value] of rows) {
-    const dt = document.createElement("dt"); dt.textContent = name; dl.appendChild(dt);
-    const dd = document.createElement("dd");
-    dd.textContent = value === null || value === undefined || value === "" ? "—" : String(value);
+    dl.appendChild(element("dt", name));
+    const dd = element("dd", value === null || value === undefined || value === "" ? "—" : value);
     if (name === "State") { dd.className = "state state-" + value; }
     dl.appendChild(dd);
   }
@@ -259,18 +498,71 @@ function summary(job) {
 async function renderJob(id) {
   const path = "/jobs/" + encodeURIComponent(id);
   const job = await api(path);
+  currentJob = job;
   $("job-id").textContent = job.id;
   summary(job);
+  $("cancel-job").hidden = !live(job.state);
   drawLedger(await api(path + "/disclosures"));
   const finished = job.state === "succeeded";
   $("result").hidden = !finished;
+  for (const button of document.querySelectorAll("#downloads .download")) {
+    button.hidden = button.dataset.file !== "disclosures.json" && !finished;
+  }
   if (finished) {
     const result = await api(path + "/result");
+    const hasSweep = result.sweep.length > 0;
+    for (const button of document.querySelectorAll("#downloads .download[data-file$='.csv']")) {
+      button.hidden = !hasSweep;
+    }
     drawCurve(result);
     drawCenters(result);
     notes($("result-notes"), result.notes);
   }
-  return job.state === "pending" || job.state === "running";
+  return live(job.state);
+}
+
+async function cancelJob() {
+  if (!currentJob) { return; }
+  const button = $("cancel-job");
+  button.disabled = true;
+  try {
+    await api("/jobs/" + encodeURIComponent(currentJob.id) + "/cancel", { method: "POST" });
+    route();
+  } catch (error) {
+    if (error instanceof AuthError) { route(); }
+    showError(error instanceof ScopeError ? error.message : "Not cancelled: " + error.message);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// A download: the file fetched with the analyst's credentials, saved under its export name.
+const DOWNLOADS = {
+  "result.json": { path: "/result", type: "application/json", json: true },
+  "sweep.csv": { path: "/result/sweep.csv", type: "text/csv" },
+  "centers.csv": { path: "/result/centers.csv", type: "text/csv" },
+  "disclosures.json": { path: "/disclosures", type: "application/json", json: true },
+};
+
+async function download(file) {
+  if (!currentJob) { return; }
+  const what = DOWNLOADS[file];
+  try {
+    const text = await api("/jobs/" + encodeURIComponent(currentJob.id) + what.path,
+      { text: true });
+    const content = what.json ? JSON.stringify(JSON.parse(text), null, 2) + "\n" : text;
+    const url = URL.createObjectURL(new Blob([content], { type: what.type }));
+    const link = element("a");
+    link.href = url;
+    link.download = currentJob.id + "-" + file;
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (error) {
+    if (error instanceof AuthError) { route(); }
+    showError("Download failed: " + error.message);
+  }
 }
 
 // -- routing -----------------------------------------------------------------------------
@@ -285,9 +577,12 @@ function route() {
     view = "job-view"; render = () => renderJob(hash.slice(4));
   } else if (hash === "participants") {
     view = "participants-view"; render = renderParticipants;
+  } else if (hash === "new") {
+    view = "new-view"; render = renderNew; $("submit-error").hidden = true;
   } else {
     view = "jobs-view"; render = renderJobs;
   }
+  if (view !== "job-view") { currentJob = null; }
   show(view);
   const mine = generation;
   const tick = async () => {
@@ -300,7 +595,7 @@ function route() {
       if (mine !== generation) { return; }
       if (error instanceof AuthError) { route(); showError(error.message); return; }
       showError(error.message);
-      again = true;
+      again = !(error instanceof ScopeError);
     }
     if (again && mine === generation) { timer = setTimeout(tick, POLL_MS); }
   };
@@ -320,6 +615,12 @@ document.addEventListener("DOMContentLoaded", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     route();
   });
+  $("algorithm").addEventListener("change", fitForm);
+  $("submit-form").addEventListener("submit", submitJob);
+  $("cancel-job").addEventListener("click", cancelJob);
+  for (const button of document.querySelectorAll("#downloads .download")) {
+    button.addEventListener("click", () => download(button.dataset.file));
+  }
   window.addEventListener("hashchange", route);
   route();
 });

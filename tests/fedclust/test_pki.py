@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    PublicFormat,
+    load_pem_private_key,
+    pkcs12,
+)
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
@@ -105,3 +110,77 @@ def test_bad_issue_arguments_are_refused_in_one_line(
 def test_issue_without_a_ca_names_the_command_to_create_one(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fedclust pki init-ca"):
         pki.issue("hospital-a", tmp_path / "none", tmp_path)
+
+
+def test_issue_with_p12_writes_an_encrypted_bundle_a_browser_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ca_dir, out = tmp_path / "ca", tmp_path / "certs"
+    secret = tmp_path / "passphrase.txt"
+    secret.write_text("correct horse battery\n", encoding="utf-8")
+    assert main(["pki", "init-ca", "--out", str(ca_dir)]) == 0
+    assert main([
+        "pki", "issue", "analyst", "--ca", str(ca_dir), "--out", str(out), "--p12",
+        "--p12-passphrase-file", str(secret),
+    ]) == 0
+    bundle = out / "analyst.p12"
+    assert str(bundle) in capsys.readouterr().out
+    assert _mode(bundle) == 0o600
+    loaded = pkcs12.load_pkcs12(bundle.read_bytes(), b"correct horse battery")
+    assert loaded.cert is not None and loaded.key is not None
+    assert loaded.cert.certificate == _cert(out / "analyst.pem")
+    assert loaded.cert.friendly_name == b"analyst"
+    spki = (Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    assert loaded.key.public_key().public_bytes(*spki) == (
+        loaded.cert.certificate.public_key().public_bytes(*spki)
+    )
+    assert [c.certificate for c in loaded.additional_certs] == [_cert(ca_dir / "ca.pem")]
+    with pytest.raises(ValueError):
+        pkcs12.load_pkcs12(bundle.read_bytes(), b"wrong passphrase")
+
+
+def test_export_p12_bundles_an_issued_certificate_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pki.init_ca(tmp_path)
+    pki.issue("analyst", tmp_path, tmp_path / "out")
+    secret = tmp_path / "passphrase.txt"
+    secret.write_text("eight chars ok", encoding="utf-8")
+    args = ["pki", "export-p12", "analyst", "--ca", str(tmp_path), "--out",
+            str(tmp_path / "out"), "--p12-passphrase-file", str(secret)]
+    assert main(args) == 0
+    loaded = pkcs12.load_pkcs12((tmp_path / "out" / "analyst.p12").read_bytes(), b"eight chars ok")
+    assert loaded.cert is not None
+    assert loaded.cert.certificate == _cert(tmp_path / "out" / "analyst.pem")
+    capsys.readouterr()
+    assert main(args) == 2  # never overwritten
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--p12"], "at least 8 characters"),  # the passphrase file holds "short"
+        (["--p12-passphrase-file"], "is for --p12"),
+    ],
+)
+def test_a_bad_p12_request_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    pki.init_ca(tmp_path)
+    secret = tmp_path / "passphrase.txt"
+    secret.write_text("short\n", encoding="utf-8")
+    flags = [*args, str(secret)] if args == ["--p12-passphrase-file"] else [
+        *args, "--p12-passphrase-file", str(secret)]
+    out = tmp_path / "out"
+    assert main(["pki", "issue", "analyst", "--ca", str(tmp_path), "--out", str(out),
+                 *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not out.exists() or sorted(p.name for p in out.iterdir()) == []
+
+
+def test_export_p12_without_the_certificate_names_the_command(tmp_path: Path) -> None:
+    pki.init_ca(tmp_path)
+    with pytest.raises(ValueError, match="fedclust pki issue analyst"):
+        pki.export_p12("analyst", tmp_path, tmp_path / "none", b"long enough")
