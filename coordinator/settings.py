@@ -1,6 +1,6 @@
 """The coordinator service's configuration (``coordinator.toml``).
 
-Tables: ``[coordinator]`` (host, port, database_url, counting_url, counting_token,
+Tables: ``[coordinator]`` (host, port, public_url, database_url, counting_url, counting_token,
 task_timeout_seconds, metrics, uploads_in_flight), ``[[analysts]]`` (name, token_sha256,
 role "analyst" or "admin"), ``[[participants]]`` (id, token_sha256) and the optional ``[tls]``
 (:mod:`fedclust.infra.tls`). :class:`CoordinatorSettings` is the parsed file.
@@ -40,7 +40,8 @@ AnalystRole = Literal["analyst", "admin"]
 
 #: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
 _ENV = service_env(
-    "coordinator", {"counting_url": str, "counting_token": str, "task_timeout_seconds": float},
+    "coordinator",
+    {"counting_url": str, "counting_token": str, "task_timeout_seconds": float, "public_url": str},
     arrays=("analysts", "participants"), tls_keys=SERVER_KEYS,
 )
 
@@ -83,6 +84,8 @@ class CoordinatorSettings:
             scrape from inside; off by default, see :mod:`infra.observability`).
         uploads_in_flight: how many large bodies one caller may have in flight at once
             (:mod:`infra.body_limit`; more are answered 429).
+        public_url: the URL participants reach the coordinator at (behind a proxy or a
+            name other than ``host``); invitations carry it (``fedclust federation invite``).
     """
 
     counting_url: str
@@ -96,9 +99,16 @@ class CoordinatorSettings:
     tls: TlsSettings = field(default_factory=TlsSettings)
     metrics: bool = False
     uploads_in_flight: int = UPLOADS_IN_FLIGHT
+    public_url: str | None = None
 
     def __post_init__(self) -> None:
         check_served(self.metrics, self.uploads_in_flight, prefix="coordinator.")
+        if self.public_url is not None:
+            if not isinstance(self.public_url, str) or not self.public_url.startswith(
+                ("http://", "https://")
+            ):
+                raise ValueError("coordinator.public_url must be an http:// or https:// URL.")
+            object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
         if not isinstance(self.counting_token, str) or not self.counting_token:
             raise ValueError("coordinator.counting_token must be a non-empty string.")
         if not self.counting_url:
@@ -183,6 +193,7 @@ class CoordinatorSettings:
             tls=TlsSettings.from_table(data.get("tls"), base=base_dir or Path.cwd()),
             metrics=section.get("metrics", False),
             uploads_in_flight=section.get("uploads_in_flight", UPLOADS_IN_FLIGHT),
+            public_url=section.get("public_url"),
         )
 
 

@@ -21,6 +21,7 @@ from fedclust.counting.keyholder import PaillierKeyHolder
 from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.infra.app import API_PREFIX, service_app
+from fedclust.infra.logformat import service_url, startup_line, tls_mode
 
 __all__ = ["API_PREFIX", "create_app"]
 
@@ -49,6 +50,11 @@ def create_app(settings: CountingSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info("%s", startup_line(
+            "counting service",
+            listens=service_url(settings.host, settings.port, settings.tls),
+            database_url=settings.database_url, tls=tls_mode(settings.tls, serving=True),
+        ))
         log.info(
             "counting service ready: %d enrolled participants, min_participants=%d",
             len(app.state.members),

@@ -48,19 +48,45 @@ class GraphParameters:
     dropout_fraction: float
     log2_privacy_failure: float
     log2_unmask_failure: float
+    security_bits: int = DEFAULT_SECURITY_BITS
 
     @property
     def neighbours(self) -> int:
         return self.participants - 1 if self.degree is None else self.degree
 
     def describe(self) -> str:
+        """The guarantee in words for a job's notes: both bounds as probabilities under
+        Bell et al.'s model (each participant colludes with the coordinator with probability
+        γ and drops out with probability δ, independently) and, where the privacy bound
+        misses 2^−σ (a small cohort), why it is weak and what protects the cohort then."""
+        n, t = self.participants, self.threshold
         graph = "complete graph" if self.degree is None else f"{self.degree}-regular graph"
-        return (
-            f"masking on a {graph} of {self.participants} (threshold {self.threshold}): "
-            f"with up to {self.corrupt_fraction:.0%} colluding and {self.dropout_fraction:.0%} "
-            f"dropping out, privacy fails with probability ≤ 2^{self.log2_privacy_failure:.0f} "
-            f"and unmasking with ≤ 2^{self.log2_unmask_failure:.0f}"
+        text = (
+            f"masking on a {graph} of {n} participants (threshold {t}): if each colluded "
+            f"with the coordinator with probability {self.corrupt_fraction:.0%} and dropped "
+            f"out with probability {self.dropout_fraction:.0%}, the chance that some honest "
+            f"participant's masks could be undone is {_probability(self.log2_privacy_failure)}"
+            f", and that a sum fails to unmask {_probability(self.log2_unmask_failure)}"
         )
+        if self.log2_privacy_failure <= -self.security_bits:
+            return text
+        colluders = "1 colluder reaches" if t == 2 else f"{t - 1} colluders reach"
+        return text + (
+            f". The bound is weak because the cohort is small: {colluders} the threshold "
+            "with the participant's own share; the counting service's one unmasking view "
+            "per round keeps each input hidden unless it colludes too (README: Threat model)"
+        )
+
+
+def _probability(log2_p: float) -> str:
+    """``≤ 2^e``, with the percentage where it is at least 0.1 %; 0 for an impossible event."""
+    if log2_p == -math.inf:
+        return "0"
+    bound = f"≤ 2^{log2_p:.0f}"
+    p = 2.0**log2_p
+    return f"{bound} (about {p:.0%})" if p >= 0.01 else (
+        f"{bound} (about {p:.1%})" if p >= 0.001 else bound
+    )
 
 
 def _log2(p: float) -> float:
@@ -98,11 +124,13 @@ def graph_parameters(
                 privacy, unmask = _bounds(n, k, t, gamma, delta)
                 if privacy <= -security_bits:
                     if unmask <= -correctness_bits:
-                        return GraphParameters(n, k, t, gamma, delta, privacy, unmask)
+                        return GraphParameters(
+                            n, k, t, gamma, delta, privacy, unmask, security_bits
+                        )
                     break  # a larger t only raises the unmasking failure
     t = n // 2 + 1
     privacy, unmask = _bounds(n, n - 1, t, gamma, delta)
-    return GraphParameters(n, None, t, gamma, delta, privacy, unmask)
+    return GraphParameters(n, None, t, gamma, delta, privacy, unmask, security_bits)
 
 
 def _position_key(seed: bytes, node: str) -> bytes:

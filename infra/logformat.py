@@ -10,6 +10,10 @@ Both formats pass every message through :func:`redact`: a bearer token, a ``toke
 pair, a ``token = "..."`` TOML line or a ``"token": "..."`` mapping entry becomes
 ``[redacted]``, so a request or config
 logged by mistake does not leak a credential (the code itself never logs tokens).
+
+Each service logs one line at start (:func:`startup_line`): its version, the URL it listens
+on (the agent: the services it calls), its database without the password
+(:func:`shown_database_url`) and its TLS mode (:func:`tls_mode`).
 """
 
 from __future__ import annotations
@@ -19,8 +23,13 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final, Literal, TextIO
+from importlib import metadata
+from typing import TYPE_CHECKING, Final, Literal, TextIO
+
+if TYPE_CHECKING:
+    from fedclust.infra.tls import TlsSettings
 
 __all__ = [
     "ENV_VAR",
@@ -31,6 +40,10 @@ __all__ = [
     "configure_logging",
     "redact",
     "resolve_format",
+    "service_url",
+    "shown_database_url",
+    "startup_line",
+    "tls_mode",
 ]
 
 LogFormat = Literal["text", "json"]
@@ -39,6 +52,8 @@ ENV_VAR: Final = "FEDCLUST_LOG_FORMAT"
 _CONTEXT: Final = ("job_id", "round", "task_id")
 _TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+#: ``user:password@`` in a URL that SQLAlchemy cannot parse (the password is dropped anyway).
+_URL_PASSWORD: Final = re.compile(r"(//[^/:@]*):[^/@]*@")
 _SECRETS: Final = (
     re.compile(r"(?i)(bearer\s+)[^\s,;\"']+"),  # an Authorization header's value
     re.compile(r"(?i)(\b\w*token\w*\s*=\s*[\"']?)[^\s,;&\"']+"),  # token=..., token = "..."
@@ -113,3 +128,58 @@ def configure_logging(
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     return chosen
+
+
+def shown_database_url(url: str) -> str:
+    """A database URL to print or log: its password replaced by ``***``."""
+    from sqlalchemy.engine import make_url  # the services load SQLAlchemy anyway
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return _URL_PASSWORD.sub(r"\1:***@", url)
+
+
+def tls_mode(tls: TlsSettings, *, serving: bool, url: str = "") -> str:
+    """"off", "server TLS" or "mutual TLS": a service's (``serving``) by its ``[tls]``
+    table; a client's by the scheme of the ``url`` it calls and whether it presents a
+    certificate."""
+    if serving:
+        secure, mutual = tls.serves_https, tls.verifies_clients
+    else:
+        secure, mutual = url.startswith("https://"), tls.certificate is not None
+    if not secure:
+        return "off"
+    return "mutual TLS" if mutual else "server TLS"
+
+
+def service_url(host: str, port: int, tls: TlsSettings) -> str:
+    """The URL a service with these settings listens on (an IPv6 host in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls.serves_https else 'http'}://{shown}:{port}"
+
+
+def package_version() -> str:
+    """fedclust's installed version ("unknown" when run from a tree not installed)."""
+    try:
+        return metadata.version("fedclust")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def startup_line(
+    service: str, *, tls: str, listens: str | None = None,
+    calls: Sequence[tuple[str, str]] = (), database_url: str | None = None,
+) -> str:
+    """The line a service logs at start: ``service``, fedclust's version, the URL it
+    ``listens`` on or the ``calls`` it makes (name, URL), the database (password hidden) and
+    the TLS mode; redacted (:func:`redact`) like every logged line."""
+    parts = [f"{service} starting: fedclust {package_version()}"]
+    if listens is not None:
+        parts.append(f"listening on {listens}")
+    parts += [f"{name} {url}" for name, url in calls]
+    if database_url is not None:
+        parts.append(f"database {shown_database_url(database_url)}")
+    parts.append(f"TLS {tls}")
+    return redact(", ".join(parts))

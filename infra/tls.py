@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import NameOID
 
 from fedclust.infra.body_limit import deferred_body_protocol
@@ -33,7 +35,8 @@ from fedclust.infra.config_toml import only_keys
 
 __all__ = [
     "CLIENT_KEYS", "COORDINATOR_NAME", "COUNTING_KEYS", "SERVER_KEYS", "TlsSettings",
-    "certificate_mismatch", "certificate_names", "certified_member",
+    "certificate_mismatch", "certificate_names", "certificate_sha256", "certified_member",
+    "serving_ca",
 ]
 
 CLIENT_KEYS: Final = frozenset({"certificate", "key", "ca"})
@@ -206,6 +209,41 @@ class TlsSettings:
                 "http": _peer_certificate_protocol(),
             }
         return options
+
+
+def serving_ca(tls: TlsSettings) -> x509.Certificate | None:
+    """The root CA certificate of the chain a service serves: from the leaf (the first
+    certificate of ``certificate``), issuer by issuer through the certificates of
+    ``certificate``, ``ca`` and ``client_ca``, to a self-signed one. None without HTTPS, or
+    when the chain leads to a certificate none of those files holds (a public CA's)."""
+    if tls.certificate is None:
+        return None
+    known: list[x509.Certificate] = []
+    for path in (tls.certificate, tls.ca, tls.client_ca):
+        if path is not None:
+            known += x509.load_pem_x509_certificates(path.read_bytes())
+    cert = known[0]
+    for _ in range(len(known)):
+        if cert.issuer == cert.subject:
+            return cert if cert is not known[0] else None  # a self-signed leaf is no CA
+        issuers = [c for c in known if c.subject == cert.issuer and _signed_by(cert, c)]
+        if not issuers:
+            return None
+        cert = issuers[0]
+    return None
+
+
+def certificate_sha256(cert: x509.Certificate) -> str:
+    """A certificate's fingerprint: the SHA-256 (hex) of its DER encoding."""
+    return cert.fingerprint(hashes.SHA256()).hex()
+
+
+def _signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def _load_ca(context: ssl.SSLContext, path: Path, key: str) -> None:

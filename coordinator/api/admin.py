@@ -8,7 +8,10 @@
   the client certificate must name the id joining);
 - ``DELETE /admin/participants/{id}`` (admin): the member's token is refused from the next
   request on, at the coordinator and then at the counting service;
-- ``GET /admin/audit`` (admin): the trail of those changes (never a secret).
+- ``GET /admin/audit`` (admin): the trail of those changes (never a secret);
+- ``GET /ca`` (no token): the CA certificate the coordinator's TLS chain ends in, which an
+  organisation enrolling with a bundled invite fetches and checks against the invite's
+  SHA-256 before it trusts the connection (:mod:`participant.enrolment`).
 
 Every refused invite gets the same 403, whether unknown, used, expired or for another id.
 Invites and tokens are 256-bit random strings (:func:`crypto.tokens.new_token`), so
@@ -25,13 +28,14 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
+from cryptography.hazmat.primitives.serialization import Encoding
 from fastapi import APIRouter, HTTPException, Path, Request, Response, status
 
 from fedclust.coordinator.api.deps import Admin, Authenticator, ServicesDep, error_responses
 from fedclust.coordinator.counting_client import CountingError
 from fedclust.coordinator.db import AdminEventRecord, InvitationRefusedError
 from fedclust.crypto.tokens import new_token, token_sha256
-from fedclust.infra.tls import certificate_mismatch
+from fedclust.infra.tls import certificate_mismatch, certificate_sha256, serving_ca
 from fedclust.protocol.wire.admin import (
     AdminEvent,
     Invitation,
@@ -87,7 +91,36 @@ def create_invitation(
         expires_at=expires_at,
     )
     _log.info("admin %s invited participant %s", admin.name, body.participant_id)
-    return Invitation(participant_id=body.participant_id, invite=invite, expires_at=expires_at)
+    ca = serving_ca(services.settings.tls)
+    return Invitation(
+        participant_id=body.participant_id, invite=invite, expires_at=expires_at,
+        coordinator_url=services.settings.public_url,
+        ca_sha256=None if ca is None else certificate_sha256(ca),
+    )
+
+
+@router.get(
+    "/ca",
+    response_class=Response,
+    operation_id="get_ca_certificate",
+    tags=["meta"],
+    summary="The CA certificate the coordinator's TLS chain ends in (PEM)",
+    responses={
+        200: {"content": {"application/x-pem-file": {}},
+              "description": "The CA certificate, PEM"},
+        **error_responses(404),
+    },
+)
+def get_ca_certificate(services: ServicesDep) -> Response:
+    """Public, as any CA certificate: a new member checks it against its invite's SHA-256
+    before trusting it; 404 without HTTPS or when the CA is not among the ``[tls]`` files."""
+    ca = serving_ca(services.settings.tls)
+    if ca is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            "this coordinator serves no TLS chain ending in a CA of its [tls] files",
+        )
+    return Response(ca.public_bytes(Encoding.PEM), media_type="application/x-pem-file")
 
 
 @router.post(

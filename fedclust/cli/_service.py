@@ -1,20 +1,21 @@
 """What the service roles (coordinator, counter, participant) share: their flags, the
-``migrate`` action, database errors in one line, and logging to stderr."""
+``migrate`` and ``check`` actions, database errors in one line, and logging to stderr."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from fedclust.cli import _COMMANDS
-from fedclust.infra.logformat import ENV_VAR, FORMATS, configure_logging
+from fedclust.infra.logformat import ENV_VAR, FORMATS, configure_logging, shown_database_url
 
 _CONFIG_HELP = (
     "TOML config file; FEDCLUST_<TABLE>__<KEY> variables and secret files override it, or "
     "replace it when omitted (deploy/README.md)"
 )
+_Settings = TypeVar("_Settings")
 # Seconds uvicorn waits for open requests (participants' long polls) before shutting down.
 _GRACEFUL_SHUTDOWN = 3
 
@@ -47,11 +48,45 @@ def _add_migrate_parser(actions: Any, role: str) -> None:
     migrate.add_argument("--config", required=True, metavar="FILE", help="TOML config file")
 
 
-def _shown(url: str) -> str:
-    """A database URL to print: without its password."""
-    from sqlalchemy.engine import make_url
+def _add_check_parser(actions: Any, role: str) -> None:
+    service = {"coordinator": "coordinator", "counter": "counting service"}.get(role, "agent")
+    check = actions.add_parser(
+        "check", help=f"check the {service}'s configuration without starting it",
+        description=(
+            f"Read the configuration as `fedclust {role} "
+            f"{'run' if role == 'participant' else 'serve'}` does (the file, FEDCLUST_* "
+            "variables and secret files, with the same checks), then the files it will "
+            "need: certificates and keys (loadable, within their validity dates), "
+            + ("the data file (read as the agent reads it), the identity key, state folder "
+               "and audit log (writable)" if role == "participant" else
+               "the database URL (syntax, driver, a SQLite file's folder; no connection is "
+               "made)")
+            + ". Prints OK, or every problem found (exit status 1)."
+        ),
+    )
+    check.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
 
-    return make_url(url).render_as_string(hide_password=True)
+
+def _checked(
+    role: str, config: str | None, load: Callable[[], _Settings],
+    problems: Callable[[_Settings], list[str]],
+) -> int:
+    """``fedclust <role> check``: the settings as ``load`` (the service's loader) reads them,
+    then ``problems`` of the loaded settings; prints OK or each problem; 0 or 1."""
+    where = config if config is not None else "the environment"
+    try:
+        settings = load()
+    except ValueError as exc:  # the loader stops at its first error
+        found = [str(exc)]
+    else:
+        found = problems(settings)
+    if not found:
+        print(f"{role} configuration {where}: OK")
+        return 0
+    print(f"{role} configuration {where}: {len(found)} problem(s)")
+    for problem in found:
+        print(f"  - {problem}")
+    return 1
 
 
 @contextmanager
@@ -64,17 +99,19 @@ def _database_errors(url: str) -> Iterator[None]:
     except ModuleNotFoundError as exc:
         if exc.name not in ("psycopg", "psycopg2"):
             raise
-        raise RuntimeError(f"the database {_shown(url)} needs the PostgreSQL driver: "
-                           "pip install 'fedclust[postgres]'") from None
+        raise RuntimeError(f"the database {shown_database_url(url)} needs the PostgreSQL "
+                           "driver: pip install 'fedclust[postgres]'") from None
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines() or ["?"]
-        raise RuntimeError(f"cannot use the database {_shown(url)}: {reason[0]}") from None
+        raise RuntimeError(
+            f"cannot use the database {shown_database_url(url)}: {reason[0]}"
+        ) from None
 
 
 def _migrated(role: str, url: str, revisions: tuple[str | None, str]) -> int:
     """Print what ``migrate`` did, in one line (the URL without its password)."""
     before, after = revisions
-    where = _shown(url)
+    where = shown_database_url(url)
     if before == after:
         print(f"{role} database {where}: already at revision {after} (head)")
     else:

@@ -1,23 +1,40 @@
-"""``fedclust coordinator serve|migrate``: run the coordinator service, upgrade its database."""
+"""``fedclust coordinator serve|migrate|check``: run the coordinator service, upgrade its
+database, check its configuration."""
 
 from __future__ import annotations
 
 import argparse
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from fedclust.cli._service import (
     _GRACEFUL_SHUTDOWN,
+    _add_check_parser,
     _add_migrate_parser,
     _add_service_actions,
+    _checked,
     _database_errors,
     _log_to_stderr,
     _migrated,
 )
 
+if TYPE_CHECKING:
+    from fedclust.coordinator.settings import CoordinatorSettings
+
 
 def add_arguments(command: argparse.ArgumentParser) -> None:
     actions = _add_service_actions(command, "coordinator", "serve")
     _add_migrate_parser(actions, "coordinator")
+    _add_check_parser(actions, "coordinator")
+
+
+def _problems(settings: CoordinatorSettings) -> list[str]:
+    """What the loader leaves to the start: the database URL, certificates' dates."""
+    from fedclust.infra.preflight import certificate_problems, database_problems
+
+    return database_problems(settings.database_url, key="coordinator.database_url") + (
+        certificate_problems(settings.tls)
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
     from fedclust.coordinator.db import Database
     from fedclust.coordinator.settings import CoordinatorSettings
 
+    if args.action == "check":
+        return _checked(
+            "coordinator", args.config, lambda: CoordinatorSettings.load(args.config), _problems
+        )
     settings = CoordinatorSettings.load(args.config)
     with _database_errors(settings.database_url):
         database = Database(settings.database_url)

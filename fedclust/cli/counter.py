@@ -1,5 +1,5 @@
-"""``fedclust counter serve|migrate|members``: run the counting service, upgrade its database,
-decide its memberships."""
+"""``fedclust counter serve|migrate|members|check``: run the counting service, upgrade its
+database, decide its memberships, check its configuration."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from fedclust.cli._service import (
     _GRACEFUL_SHUTDOWN,
+    _add_check_parser,
     _add_migrate_parser,
     _add_service_actions,
+    _checked,
     _database_errors,
     _log_to_stderr,
     _migrated,
@@ -23,6 +25,16 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     actions = _add_service_actions(command, "counter", "serve")
     _add_migrate_parser(actions, "counter")
     _add_members_parser(actions)
+    _add_check_parser(actions, "counter")
+
+
+def _problems(settings: CountingSettings) -> list[str]:
+    """What the loader leaves to the start: the database URL, certificates' dates."""
+    from fedclust.infra.preflight import certificate_problems, database_problems
+
+    return database_problems(settings.database_url, key="counting.database_url") + (
+        certificate_problems(settings.tls)
+    )
 
 
 def _add_members_parser(actions: Any) -> None:
@@ -89,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
     from fedclust.counting.db import migrate_database
     from fedclust.counting.settings import CountingSettings
 
+    if args.action == "check":
+        return _checked(
+            "counter", args.config, lambda: CountingSettings.load(args.config), _problems
+        )
     settings = CountingSettings.load(args.config)
     with _database_errors(settings.database_url):
         if args.action == "migrate":

@@ -7,14 +7,22 @@ identity key and receives its bearer token (:class:`JoinResponse`); the coordina
 the counting service the token's SHA-256 (:class:`MemberToken`). Revoking a member refuses
 its token at both services at once. Every change is an :class:`AdminEvent` of the trail,
 which never holds a secret.
+
+What the admin hands the organisation is a self-contained invite (:class:`InviteBundle`, one
+line ``fci1.<base64url JSON>``): the secret with the participant id, the coordinator's URL
+and the SHA-256 of the CA certificate its TLS chain ends in, so the organisation enrols with
+the invite alone and pins that CA. A bare secret (the format before bundles) still enrols
+where ``participant.toml`` names the coordinator.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fedclust.protocol.wire.messages import Identifier
 
@@ -25,6 +33,7 @@ __all__ = [
     "AdminEvent",
     "Invitation",
     "InvitationCreate",
+    "InviteBundle",
     "JoinRequest",
     "JoinResponse",
     "MemberToken",
@@ -43,6 +52,10 @@ _PUBLIC_KEY = Annotated[
                description="The organisation's Ed25519 public key (32 bytes, base64)"),
 ]
 _HEX64 = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
+_URL = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s/]+")]
+#: The prefix of a bundled invite and its format version.
+_BUNDLE_PREFIX: Final = "fci"
+_BUNDLE_VERSION: Final = 1
 
 
 class _Strict(BaseModel):
@@ -60,11 +73,61 @@ class InvitationCreate(_Strict):
 
 
 class Invitation(_Strict):
-    """Coordinator → admin: the one-time secret, shown once (the coordinator keeps its hash)."""
+    """Coordinator → admin: the one-time secret, shown once (the coordinator keeps its hash),
+    with what a bundled invite (:class:`InviteBundle`) needs from the coordinator."""
 
     participant_id: Identifier
     invite: _SECRET
     expires_at: datetime
+    coordinator_url: _URL | None = Field(
+        default=None, description="The coordinator's configured public_url, if any",
+    )
+    ca_sha256: _HEX64 | None = Field(
+        default=None,
+        description="SHA-256 (hex, of the DER) of the CA certificate the coordinator's TLS "
+        "chain ends in; absent without HTTPS or when that CA is not among its [tls] files",
+    )
+
+
+class InviteBundle(_Strict):
+    """The invite an organisation receives: everything enrolment needs besides its own
+    config. Encoded as ``fci1.`` and the unpadded base64url of its JSON."""
+
+    participant_id: Identifier
+    invite: _SECRET
+    coordinator_url: _URL
+    ca_sha256: _HEX64 | None = None
+
+    def encode(self) -> str:
+        """The one line to hand over."""
+        body = base64.urlsafe_b64encode(self.model_dump_json(exclude_none=True).encode())
+        return f"{_BUNDLE_PREFIX}{_BUNDLE_VERSION}.{body.decode('ascii').rstrip('=')}"
+
+    @classmethod
+    def decode(cls, text: str) -> InviteBundle | None:
+        """The bundle in ``text``; None for a bare secret (the format before bundles).
+
+        Raises:
+            ValueError: ``text`` starts like a bundle but is damaged, or is of a newer
+                format version than this one reads.
+        """
+        text = text.strip()
+        if not text.startswith(_BUNDLE_PREFIX) or "." not in text:
+            return None
+        version, _, body = text.partition(".")
+        if version != f"{_BUNDLE_PREFIX}{_BUNDLE_VERSION}":
+            raise ValueError(
+                f"the invite is of format {version!r}; this fedclust reads "
+                f"{_BUNDLE_PREFIX}{_BUNDLE_VERSION}: upgrade fedclust"
+            )
+        try:
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            return cls.model_validate_json(raw)
+        except (binascii.Error, ValueError, ValidationError):
+            raise ValueError(
+                "the invite is damaged (copy the whole line `fedclust federation invite` "
+                "printed)"
+            ) from None
 
 
 class JoinRequest(_Strict):
