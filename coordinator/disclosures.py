@@ -3,7 +3,7 @@
 Derived from the stored tasks and replies (no storage of its own): for every answered task,
 the reply's fields (names and shapes, never values) and how they travelled
 (``protocol.wire.messages.field_protection``); the notes say in plain language what the job's
-algorithm and protection reveal.
+algorithm and protection reveal, and what the job itself sent out (its feature names).
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ _PROTECTED_SUMS_NOTE: Final = (
     "which a statistic of fewer than 3 participants follows (the coordinator, the "
     "participants and the counting service each refuse such a sum)."
 )
+
+#: Feature names a ledger note lists before it counts the rest.
+_NAMES_SHOWN: Final = 20
 
 _SUMS_NOTE: Final = (
     "Sums (moment sums, FCM sums, FedFuzzDB and silhouette sums, cluster counts) are "
@@ -70,6 +73,22 @@ _KIND_NOTES: Final[dict[str, str]] = {
 def _fields(reply_json: str) -> list[tuple[str, tuple[int, ...] | None]]:
     doc = json.loads(reply_json)
     return [(name, shape) for name, shape in msg.wire_fields(doc) if name != "kind"]
+
+
+def _feature_names_note(spec: msg.JobCreate) -> list[str]:
+    """The job's declared feature names, which went out to every participant with its terms
+    (declared metadata, not data; no participant sends names back)."""
+    names = spec.feature_names
+    if names is None:
+        return []
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+    return [
+        f"Feature names: the job declared its {len(names)} features as {shown}{more}; they "
+        "went to every participant with the job's terms, and each checked them against its "
+        "configured columns at the declaration (a mismatch is refused). No participant sends "
+        "names back."
+    ]
 
 
 def _support_notes(job: JobRecord) -> list[str]:
@@ -166,6 +185,7 @@ def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
         how = "masked (pairwise masking)" if protection == "masking" else "Paillier-encrypted"
         notes = [algorithm.protected_notes, _PROTECTED_SUMS_NOTE.format(how=how)]
     notes += [note for kind, note in _KIND_NOTES.items() if kind in kinds_seen]
+    notes += _feature_names_note(job.spec)
     notes += _cohort_notes(tasks)
     notes += _support_notes(job)
     return msg.DisclosureLedger(

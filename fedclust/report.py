@@ -17,12 +17,17 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
     if doc.groups is not None:
         return _format_groups(doc, title=title)
     has_ari = any(e.ari is not None for e in doc.sweep)
-    headers = ["", "K", "FedFuzzDB", "silhouette", *(["ARI"] if has_ari else []), "rounds", "stop"]
+    has_weighted = any(e.client_weighted_ari is not None for e in doc.sweep)
+    headers = [
+        "", "K", "FedFuzzDB", "silhouette", *(["ARI"] if has_ari else []),
+        *(["client ARI"] if has_weighted else []), "rounds", "stop",
+    ]
     sweep = [
         [
             "*" if e.k == doc.k_selected else "", str(e.k), f"{e.fed_fuzzy_db:.4f}",
             f"{e.simplified_silhouette:.4f}",
-            *([f"{e.ari:.3f}" if e.ari is not None else ""] if has_ari else []),
+            *([_score(e.ari)] if has_ari else []),
+            *([_score(e.client_weighted_ari)] if has_weighted else []),
             str(e.rounds), e.stop_reason,
         ]
         for e in doc.sweep
@@ -36,6 +41,9 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
     ]
     elbow = f"; elbow K = {doc.k_elbow}" if doc.k_elbow is not None else ""
     lines.append(f"selected K = {doc.k_selected} (minimum FedFuzzDB){elbow}")
+    if has_weighted:
+        lines.append("client ARI: each participant's ARI weighted by its rows (Garst & "
+                     "Reinders 2023); ARI: over the pooled rows")
     if doc.local_k is not None and doc.k_range_rule_of_thumb is not None:
         lo, hi = doc.k_range_rule_of_thumb
         lines.append(
@@ -54,6 +62,10 @@ def format_result(doc: ResultDocument, *, title: str) -> str:
     lines.append(render_table(headers, centers, numeric=range(len(headers)), indent=2))
     lines.extend(f"note: {note}" for note in doc.notes)
     return "\n".join(lines)
+
+
+def _score(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
 
 
 def _cell(name: str) -> str:

@@ -10,6 +10,8 @@ declaration (:class:`OwnBounds`: R/2 < N_l <= R, |x| <= B): a local clustering w
 K > R/2 + 1 centers is refused (``protocol.wire.bounds.rows_allow_k``), and a secure-sum field
 must be encoded under at least :func:`encoding_floor`. Every check is a function of the task,
 the terms and the declaration, never of the rows, so a refusal reveals nothing of the data.
+At the declaration, :func:`require_feature_names` holds the job's named features to the
+participant's configured columns.
 
 Design notes: ``docs/declarations.md`` (§ The participant's check of every task).
 """
@@ -35,7 +37,7 @@ from fedclust.protocol.wire.bounds import (
 
 __all__ = [
     "MIN_MASKED_GROUP", "SUM_KINDS", "OwnBounds", "encoding_floor",
-    "held_bounds", "require_task",
+    "held_bounds", "require_feature_names", "require_task",
 ]
 
 #: The kinds of sum-type statistics (the statistics a secure sum can carry).
@@ -149,6 +151,34 @@ def require_task(
         )
 
 
+def require_feature_names(
+    terms: msg.JobCreate, n_features: int, columns: Sequence[str] | Sequence[int] | None
+) -> None:
+    """Refuse a job whose declared ``feature_names`` do not describe this participant's rows:
+    their number must be its ``n_features`` (the public width it enrolled with) and, where it
+    configures its columns by name (``[data] columns``), they must be those names in that
+    order. A participant that names no columns (all numeric columns, or ``.npy`` indices)
+    checks the number only. The refusal names the job's names and public numbers, never the
+    participant's own column names (those stay in its configuration)."""
+    names = terms.feature_names
+    if names is None:
+        return
+    if len(names) != n_features:
+        raise RefusedError(
+            f"the job names {len(names)} feature(s) but this participant's rows have "
+            f"{n_features} columns: refused."
+        )
+    if columns is None or not all(isinstance(c, str) for c in columns):
+        return
+    for i, (name, own) in enumerate(zip(names, columns, strict=True)):
+        if name != own:
+            raise RefusedError(
+                f"the job names feature {i} {name!r}, but this participant's configured "
+                "[data] columns name it differently (or in another order); the job's "
+                "feature_names must be its columns, in order: refused."
+            )
+
+
 def _require_encoding(
     terms: msg.JobCreate, spec: msg.SecureInputTask | msg.PaillierInputTask, own: OwnBounds
 ) -> None:
@@ -168,8 +198,9 @@ def _require_encoding(
 def _local_k(spec: msg.TaskSpec) -> int | None:
     """The K of the local clustering a task runs on the rows, None for another task."""
     match spec:
-        case msg.LocalKTask(k_max=k) | msg.HoldKmeansInitTask(k=k) | msg.KfedCentersTask(
-            k_local=k
+        case (
+            msg.LocalKTask(k_max=k) | msg.HoldKmeansInitTask(k=k)
+            | msg.KfedCentersTask(k_local=k) | msg.KfedDennisCentersTask(k_local=k)
         ):
             return k
         case msg.LocalFcmTask(centers=centers) | msg.HoldLocalFcmTask(centers=centers):
@@ -196,7 +227,10 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
                     f"local_k over [{k_min}, {k_max}] is outside the job's local_k_range "
                     f"[{rng[0]}, {rng[1]}]"
                 )
-        case msg.HoldKmeansInitTask(k=k) | msg.KfedCentersTask(k_local=k):
+        case (
+            msg.HoldKmeansInitTask(k=k) | msg.KfedCentersTask(k_local=k)
+            | msg.KfedDennisCentersTask(k_local=k)
+        ):
             if k not in terms.ks:
                 raise _refusal(f"a {spec.kind!r} task for K={k} is outside the job's {_ks(terms)}")
         case msg.StatisticTask(name=name) if name not in algorithms.get(terms.algorithm).statistics:

@@ -13,16 +13,17 @@ from fedclust.protocol.wire.messages import ResultDocument
 
 def add_arguments(plot: argparse.ArgumentParser) -> None:
     plot.description = (
-        "Draw the FedFuzzDB and silhouette curves over K (selected K and elbow "
-        "marked) and the selected K's centers, as PNG and SVG."
+        "Draw the FedFuzzDB and silhouette curves over K (selected K and elbow marked; "
+        "the ARI curves where the result has labels) and the selected K's centers, each "
+        "feature on its own scale, with --data's rows coloured by cluster, as PNG and SVG."
     )
     plot.add_argument("result", type=Path, metavar="RESULT.json",
                       help="a result document (simulate --json, job result --json)")
     plot.add_argument("--out", type=Path, required=True, metavar="DIR",
                       help="directory for k-sweep.png/.svg and centers.png/.svg")
     plot.add_argument("--data", type=Path, metavar="CSV",
-                      help="a CSV file whose header names the features: draw it under the "
-                      "centers")
+                      help="a CSV file whose header names the features: draw its rows, "
+                      "coloured by their nearest center, under the centers")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,6 +4,8 @@ These need ground truth, so they serve the simulator and the benchmarks, never a
 federation (a participant never sends labels).
 
 - :func:`adjusted_rand`: Hubert & Arabie's adjusted Rand index (scikit-learn's).
+- :func:`client_weighted_ari`: the mean of every client's own ARI weighted by its size, as
+  Garst & Reinders 2023 report beside the pooled ARI.
 - :func:`clustering_accuracy`: the fraction of points on the diagonal of the contingency table
   after the best one-to-one relabelling (Hungarian algorithm).
 - :func:`center_distance`: mean Euclidean distance between true and found centers under the
@@ -14,6 +16,7 @@ federation (a participant never sends labels).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -23,7 +26,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from fedclust.core.validation import FloatArray, check_centers, check_data
 
-__all__ = ["adjusted_rand", "center_distance", "clustering_accuracy", "knowledge_gap"]
+__all__ = [
+    "adjusted_rand", "center_distance", "client_weighted_ari", "clustering_accuracy",
+    "knowledge_gap",
+]
 
 
 def _check_labels(
@@ -48,6 +54,32 @@ def adjusted_rand(labels_true: ArrayLike, labels_pred: ArrayLike) -> float:
     """Adjusted Rand index (Hubert & Arabie 1985): 1 for identical partitions, ~0 for random."""
     t, p = _check_labels(labels_true, labels_pred)
     return float(adjusted_rand_score(t, p))
+
+
+def client_weighted_ari(
+    labels_true: Sequence[ArrayLike], labels_pred: Sequence[ArrayLike]
+) -> float:
+    """Client-weighted ARI (Garst & Reinders 2023): Σ_l n_l · ARI(y_l, ŷ_l) / Σ_l n_l.
+
+    Each client's ARI compares only its own rows' partitions, so a clustering that is right
+    within every client but splits a true cluster across clients scores higher here than in
+    the pooled :func:`adjusted_rand`. A client whose rows all share one true label and one
+    predicted label has ARI 1 (scikit-learn's convention for identical trivial partitions).
+
+    Args:
+        labels_true, labels_pred: one 1-D label array per client, in the same order.
+    """
+    if len(labels_true) != len(labels_pred):
+        raise ValueError(
+            f"labels_true and labels_pred must hold one array per client; got "
+            f"{len(labels_true)} and {len(labels_pred)}."
+        )
+    if len(labels_true) == 0:
+        raise ValueError("client_weighted_ari needs at least one client; got none.")
+    checked = [_check_labels(t, p) for t, p in zip(labels_true, labels_pred, strict=True)]
+    sizes = np.array([t.shape[0] for t, _ in checked], dtype=np.float64)
+    scores = np.array([adjusted_rand_score(t, p) for t, p in checked], dtype=np.float64)
+    return float(np.dot(sizes, scores) / sizes.sum())
 
 
 def clustering_accuracy(labels_true: ArrayLike, labels_pred: ArrayLike) -> float:

@@ -42,7 +42,7 @@ def test_simulate_out_names_centers_after_the_file_header(
     table = capsys.readouterr().out
     assert "height" in table and "weight" in table
     centers = pd.read_csv(out / "centers.csv")
-    assert centers.columns.tolist() == ["k", "center", "height", "weight"]
+    assert centers.columns.tolist() == ["k", "center", "selected", "height", "weight"]
     document = json.loads((out / "result.json").read_text())
     assert document["feature_names"] == ["height", "weight"]
     assert pd.read_csv(out / "sweep.csv")["k"].tolist() == [2, 3]
@@ -106,7 +106,9 @@ def test_job_result_out_writes_exports_with_given_feature_names(
     printed = json.loads(capsys.readouterr().out)
     assert printed["feature_names"] == ["a", "b"]
     assert json.loads((tmp_path / "result.json").read_text()) == printed
-    assert pd.read_csv(tmp_path / "centers.csv").columns.tolist() == ["k", "center", "a", "b"]
+    assert pd.read_csv(tmp_path / "centers.csv").columns.tolist() == [
+        "k", "center", "selected", "a", "b",
+    ]
 
 
 def test_plot_without_matplotlib_says_how_to_install(
@@ -124,3 +126,36 @@ def test_plot_without_matplotlib_says_how_to_install(
         'fedclust plot needs matplotlib: pip install "fedclust[plot]"'
     )
     assert not (tmp_path / "p").exists()
+
+
+def test_simulate_without_seed_records_the_drawn_one_and_it_replays_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The data split (a Dirichlet split of the garst grid) and the sweep both draw from it.
+    base = ["simulate", "--dataset", "garst-grid", "--participants", "3", "--split",
+            "dirichlet", "--algorithm", "fkm", "--k-range", "3:4", "--protection", "none",
+            "--json"]
+    assert cli.main(base) == 0
+    first = json.loads(capsys.readouterr().out)
+    seed = first["seed"]
+    assert isinstance(seed, int) and 0 <= seed < 2**32
+    assert cli.main([*base, "--seed", str(seed)]) == 0
+    assert json.loads(capsys.readouterr().out) == first
+    assert cli.main([*base, "--out", str(tmp_path / "out")]) == 0
+    another = json.loads(capsys.readouterr().out)
+    exported = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert exported["seed"] == another["seed"] != seed  # a fresh draw, recorded in the export
+
+
+def test_job_submit_feature_names_travel_in_the_job() -> None:
+    from fedclust.cli import _parser
+    from fedclust.cli.job import _job_from_flags
+
+    flags = ["job", "submit", "--participants", "a,b,c", "--algorithm", "fkm", "--k", "3"]
+    args = _parser().parse_args([*flags, "--feature-names", "sepal,petal"])
+    assert _job_from_flags(args, args.participants).feature_names == ["sepal", "petal"]
+    args = _parser().parse_args(flags)
+    assert _job_from_flags(args, args.participants).feature_names is None
+    args = _parser().parse_args([*flags, "--feature-names", "a,a"])
+    with pytest.raises(ValueError, match="feature_names must be distinct"):
+        _job_from_flags(args, args.participants)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fedclust.data.federations import build_federation
 from fedclust.exports import (
     centers_frame,
     feature_names,
@@ -16,6 +18,7 @@ from fedclust.exports import (
     write_exports,
 )
 from fedclust.protocol.wire.messages import ResultDocument
+from fedclust.simulate import simulate
 from tests.fedclust._results import sample_document
 
 
@@ -37,12 +40,15 @@ def test_sweep_frame_has_one_row_per_k_with_the_scores() -> None:
     assert frame["elbow"].tolist() == [True, False, False]
 
 
-def test_centers_frame_names_the_features_and_skips_withheld_centers() -> None:
+def test_centers_frame_has_every_k_names_the_features_and_skips_withheld_centers() -> None:
     frame = centers_frame(sample_document(names=["age", "income"]))
-    assert frame.columns.tolist() == ["k", "center", "age", "income"]
-    assert frame["center"].tolist() == [0, 2]
-    assert frame["k"].tolist() == [3, 3]
-    assert frame.loc[1, ["age", "income"]].tolist() == [20.0, 21.0]
+    assert frame.columns.tolist() == ["k", "center", "selected", "age", "income"]
+    # K = 2, 3 (center 1 withheld) and 4: every K's released centers, in long format.
+    assert frame["k"].tolist() == [2, 2, 3, 3, 4, 4, 4, 4]
+    assert frame["center"].tolist() == [0, 1, 0, 2, 0, 1, 2, 3]
+    assert frame["selected"].tolist() == [k == 3 for k in frame["k"]]
+    selected = frame[frame["selected"]]
+    assert selected[["age", "income"]].to_numpy().tolist() == [[0.0, 1.0], [20.0, 21.0]]
 
 
 def test_centers_frame_refuses_names_of_the_wrong_width() -> None:
@@ -56,7 +62,48 @@ def test_write_exports_writes_the_tables_and_the_json_document(tmp_path: Path) -
     out = tmp_path / "out"
     assert {p.name for p in written} >= {"sweep.csv", "centers.csv", "result.json"}
     assert pd.read_csv(out / "sweep.csv")["k"].tolist() == [2, 3, 4]
-    assert pd.read_csv(out / "centers.csv").columns.tolist() == ["k", "center", "age", "income"]
+    assert pd.read_csv(out / "centers.csv").columns.tolist() == [
+        "k", "center", "selected", "age", "income",
+    ]
     assert ResultDocument.model_validate_json((out / "result.json").read_text()) == doc
     if importlib.util.find_spec("pyarrow") is not None:
-        assert pd.read_parquet(out / "centers.parquet")["center"].tolist() == [0, 2]
+        centers = pd.read_parquet(out / "centers.parquet")
+        assert centers[centers["selected"]]["center"].tolist() == [0, 2]
+
+
+def _simulated(tmp_path: Path, name: str, *, labels: bool) -> Path:
+    """Export a small real run (with or without ground-truth labels) into ``tmp_path/name``."""
+    fed = build_federation(dataset="motivational", seed=3)
+    if not labels:
+        fed = dataclasses.replace(fed, labels=None)
+    doc = simulate(fed, algorithm="fkm", ks=range(2, 4), seed=5, protection="none").to_document()
+    assert (doc.sweep[0].ari is not None) == labels
+    write_exports(doc, tmp_path / name)
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("table", ["sweep", "centers"])
+def test_runs_with_and_without_labels_read_as_one_dataset(tmp_path: Path, table: str) -> None:
+    pytest.importorskip("pyarrow")
+    import pyarrow.dataset as ds
+
+    runs = [_simulated(tmp_path, "labelled", labels=True),
+            _simulated(tmp_path, "unlabelled", labels=False)]
+    schemas = [ds.dataset(run / f"{table}.parquet").schema for run in runs]
+    assert schemas[0].equals(schemas[1], check_metadata=False)
+    both = ds.dataset([run / f"{table}.parquet" for run in runs]).to_table().to_pandas()
+    frames = [pd.read_parquet(run / f"{table}.parquet") for run in runs]
+    assert len(both) == sum(len(f) for f in frames)
+    assert frames[0].dtypes.equals(frames[1].dtypes)
+    if table == "sweep":
+        assert str(schemas[1].field("ari").type) == "double"
+        assert frames[1]["ari"].isna().all() and frames[0]["ari"].notna().all()
+        assert frames[1]["client_weighted_ari"].isna().all()
+
+
+def test_tables_keep_their_types_when_empty() -> None:
+    empty = sample_document().model_copy(update={"sweep": []})
+    assert sweep_frame(empty).dtypes.equals(sweep_frame(sample_document()).dtypes)
+    assert centers_frame(empty)[["k", "center", "selected"]].dtypes.tolist() == [
+        "int64", "int64", "bool",
+    ]

@@ -7,12 +7,16 @@ averaging does worse than k-means averaging.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
+from sklearn.metrics import adjusted_rand_score
 
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
 from fedclust.protocol.maths import validity
+from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.fcm import fcm
 from fedclust.protocol.wire.messages import Algorithm, ProtectionScheme
 from fedclust.simulate import CountingService, simulate
@@ -103,3 +107,28 @@ def test_masked_sweep_is_the_plaintext_sweep(algorithm: Algorithm, seed: int) ->
     assert_same_answer(plain, masked)
     for p, m in zip(plain.sweep.entries, masked.sweep.entries, strict=True):
         assert p.result.n_rounds == m.result.n_rounds
+
+
+def test_a_run_without_seed_records_the_drawn_seed_which_replays_it() -> None:
+    fed = motivational(0)
+    first = simulate(fed, algorithm="ffcm", ks=range(2, 4), protection="none").to_document()
+    assert first.seed is not None
+    again = simulate(fed, algorithm="ffcm", ks=range(2, 4), seed=first.seed,
+                     protection="none").to_document()
+    assert again == first
+
+
+def test_the_document_reports_pooled_and_client_weighted_ari_and_the_loaders_names() -> None:
+    fed = dataclasses.replace(motivational(1), feature_names=("sepal", "petal"))
+    report = simulate(fed, algorithm="fkm", ks=range(4, 6), seed=2, protection="none")
+    doc = report.to_document()
+    assert doc.feature_names == ["sepal", "petal"] == report.spec.feature_names
+    assert fed.labels is not None
+    for entry, result in zip(doc.sweep, report.sweep.entries, strict=True):
+        found = [nearest(X, result.result.centers) for X in fed.parts]
+        per_client = [adjusted_rand_score(t, f) for t, f in zip(fed.labels, found, strict=True)]
+        sizes = [len(t) for t in fed.labels]
+        expected = np.dot(sizes, per_client) / sum(sizes)
+        assert entry.client_weighted_ari == pytest.approx(expected, abs=1e-12)
+        pooled = adjusted_rand_score(np.concatenate(fed.labels), np.concatenate(found))
+        assert entry.ari == pytest.approx(pooled, abs=1e-12)

@@ -19,7 +19,7 @@ from fedclust.core.errors import RefusedError
 from fedclust.participant.agent import JobState
 from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import Policy
-from fedclust.participant.terms import SUM_KINDS, OwnBounds, require_task
+from fedclust.participant.terms import SUM_KINDS, OwnBounds, require_feature_names, require_task
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
 from tests.participant.test_agent import (
@@ -233,6 +233,14 @@ SETUP = msg.SecureSetupTask(roster=ROSTER, threshold=2, identities={})
         ({}, "fkm", FCM, "the job declared algorithm 'ffcm'"),
         ({}, "ffcm", msg.KfedCentersTask(k_local=2), "a 'ffcm' job sends no 'kfed_centers'"),
         ({"algorithm": "kfed"}, "kfed", msg.KfedCentersTask(k_local=9), "for K=9 is outside"),
+        ({"algorithm": "kfed-dennis"}, "kfed-dennis", msg.KfedCentersTask(k_local=2),
+         "a 'kfed-dennis' job sends no 'kfed_centers'"),
+        ({"algorithm": "kfed"}, "kfed", msg.KfedDennisCentersTask(k_local=2),
+         "a 'kfed' job sends no 'kfed_dennis_centers'"),
+        ({"algorithm": "kfed-dennis"}, "kfed-dennis", msg.KfedDennisCentersTask(k_local=9),
+         "for K=9 is outside"),
+        ({"algorithm": "kfed-dennis"}, "kfed-dennis", msg.KfedDennisCentersTask(k_local=2),
+         None),
         ({}, "ffcm", msg.FcmSumsTask(centers=_wire((4, 2)), m=2.0), "with 4 centers"),
         ({"standardise": False}, "ffcm",
          msg.ApplyStandardisationTask(mean=_wire((2,)), scale=_wire((2,))),
@@ -249,7 +257,9 @@ SETUP = msg.SecureSetupTask(roster=ROSTER, threshold=2, identities={})
          None),  # a group too small to mask travels in the clear, as the job's result says
     ],
     ids=["masked-sum", "masking-setup", "paillier-no-masking", "none-no-stages", "none-bare",
-         "other-algorithm", "other-kind", "k-outside", "centers-outside", "no-standardise",
+         "other-algorithm", "other-kind", "k-outside", "dennis-not-kfed-kind",
+         "kfed-not-dennis-kind", "dennis-k-outside", "dennis-k-inside", "centers-outside",
+         "no-standardise",
          "moments-for-the-box",
          "fedavg-bare-group", "fedavg-small-group"],
 )
@@ -277,3 +287,23 @@ def test_policy_require_protection_names_the_protection_and_the_policy() -> None
         "the job declares protection 'none', which this participant's policy does not accept "
         "(protections: masking, paillier): refused."
     )
+
+
+# -- the job's named features against the participant's columns -----------------------------------
+def test_feature_names_are_checked_against_the_configured_columns() -> None:
+    named = terms("ffcm", feature_names=["sepal", "petal"])
+    require_feature_names(named, 2, ("sepal", "petal"))
+    require_feature_names(terms("ffcm"), 2, ("sepal", "petal"))  # no names: nothing to check
+    with pytest.raises(RefusedError, match="feature 1 'petal'") as refused:
+        require_feature_names(named, 2, ("sepal", "petal_width"))
+    assert "petal_width" not in str(refused.value)  # its own column names stay local
+    with pytest.raises(RefusedError, match=r"names 2 feature.*rows have 3 columns"):
+        require_feature_names(named, 3, None)
+
+
+def test_without_column_names_only_the_number_of_features_is_checked() -> None:
+    named = terms("ffcm", feature_names=["sepal", "petal"])
+    require_feature_names(named, 2, None)  # every numeric column of the file
+    require_feature_names(named, 2, (0, 3))  # .npy indices name nothing
+    with pytest.raises(RefusedError, match="names 2 feature"):
+        require_feature_names(named, 1, (0,))

@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
+from sklearn.metrics import adjusted_rand_score
 
 from fedclust.protocol.maths.metrics import (
     adjusted_rand,
     center_distance,
+    client_weighted_ari,
     clustering_accuracy,
     knowledge_gap,
 )
@@ -105,3 +107,34 @@ def test_knowledge_gap_standardised_matches_scipy() -> None:
         knowledge_gap(A, B, metric="cosine")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="vary"):
         knowledge_gap(np.zeros((1, 2)), np.zeros((2, 2)), metric="seuclidean")
+
+
+def test_client_weighted_ari_by_hand() -> None:
+    # Client a: its partition exactly (ARI 1, 4 rows); client b: one cluster for three
+    # classes (ARI 0, 6 rows). Weighted by rows: (4·1 + 6·0) / 10.
+    truth = [np.array([0, 0, 1, 1]), np.array([0, 0, 1, 1, 2, 2])]
+    found = [np.array([5, 5, 3, 3]), np.zeros(6, dtype=int)]
+    assert client_weighted_ari(truth, found) == pytest.approx(0.4, abs=EXACT)
+    # The pooled ARI of the same labels is another number.
+    pooled = adjusted_rand(np.concatenate(truth), np.concatenate(found))
+    assert abs(pooled - 0.4) > 0.05
+
+
+def test_client_weighted_ari_is_the_size_weighted_mean_of_sklearns_per_client() -> None:
+    rng = np.random.default_rng(4)
+    sizes = [7, 30, 120]
+    truth = [rng.integers(0, 3, size=n) for n in sizes]
+    found = [np.where(rng.random(n) < 0.7, t, rng.integers(0, 3, size=n))
+             for n, t in zip(sizes, truth, strict=True)]
+    per_client = [adjusted_rand_score(t, f) for t, f in zip(truth, found, strict=True)]
+    expected = sum(n * a for n, a in zip(sizes, per_client, strict=True)) / sum(sizes)
+    assert client_weighted_ari(truth, found) == pytest.approx(expected, abs=EXACT)
+
+
+def test_client_weighted_ari_refuses_unmatched_clients() -> None:
+    with pytest.raises(ValueError, match="one array per client"):
+        client_weighted_ari([np.array([0, 1])], [])
+    with pytest.raises(ValueError, match="at least one client"):
+        client_weighted_ari([], [])
+    with pytest.raises(ValueError, match="same length"):
+        client_weighted_ari([np.array([0, 1])], [np.array([0])])
