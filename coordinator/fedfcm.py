@@ -5,7 +5,9 @@ local FCM from them (``protocol.maths.fedfcm.participant_local_fcm``) and the co
 combines the local centers by k-means averaging (``aggregation="kmeans"``, the paper's method:
 :func:`protocol.maths.center_kmeans.center_kmeans` over sums of the held centers, any
 protection) or support-weighted averaging per cluster index (``"average"``, the paper's
-baseline). Without ``init`` the centers start uniform in [0, 1]^D, which presumes scaled data.
+baseline). Without ``init`` the centers start uniform in [0, 1]^D, which presumes scaled data;
+round 1's k-means averaging is seeded by k-means++ as the authors' code does, or, with
+``warm_start`` (the analyst's ``init``), from the initial centers, which keeps their order.
 Stops ("converged") when Σ_k ||c_k^t − c_k^{t−1}|| < ``eps``, at ``max_rounds``, with
 "empty_clusters", or ("cycle", not in the paper) when the states repeat with a period P >= 2,
 keeping the cycle's state of lowest pooled J_m = Σ_l J_m(X_l; C). A participant that refuses
@@ -94,6 +96,7 @@ def run_fedfcm(
     local_tol: float = 1e-4,
     local_max_iter: int = 1000,
     init: ArrayLike | None = None,
+    warm_start: bool = False,
     seed: int | np.random.Generator | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     summation: Summation | None = None,
@@ -110,6 +113,7 @@ def run_fedfcm(
         local_tol: local FCM stops when ||U_t - U_{t-1}||_F < local_tol.
         local_max_iter: the most local center updates per round.
         init: (K, D) initial centers; None draws them uniformly in [0, 1]^D.
+        warm_start: round 1's k-means averaging starts from ``init`` (else k-means++).
         seed: seed or Generator for the initial centers.
         summation: how the k-means averaging's sums are added (None: in the clear; see
             the module docstring); federated averaging sends local centers and takes none.
@@ -162,7 +166,8 @@ def run_fedfcm(
             )
             found, holders = center_kmeans_of(
                 [p for p in participants if p.name in names], summation, k, n_features,
-                init=None if round_number == 1 else centers, seed=rng, weight_bound=float(k),
+                init=None if round_number == 1 and not warm_start else centers, seed=rng,
+                weight_bound=float(k),
             )
             names = tuple(p.name for p in holders)
             objectives.append(found.objective)
@@ -250,5 +255,6 @@ def _procedure(
     o = options
     return run_fedfcm(
         participants, k, aggregation=aggregation, m=o.m, eps=o.eps, max_rounds=o.max_rounds,
-        init=o.init, seed=o.rng, on_round=o.on_round, summation=o.summation,
+        init=o.init, warm_start=o.init_given, seed=o.rng, on_round=o.on_round,
+        summation=o.summation,
     )

@@ -42,7 +42,7 @@ from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation, PlainSummation, Summation
 from fedclust.coordinator.standardise import PresentRows, standardise_federation
-from fedclust.coordinator.sweep import SweepResult, run_sweep
+from fedclust.coordinator.sweep import SweepResult, given_init, run_sweep
 from fedclust.core.errors import UnavailableError
 from fedclust.core.validation import FloatArray
 from fedclust.protocol import algorithms
@@ -129,6 +129,9 @@ def run_job(
                 notes.append(dropout_note(p.name, during, reason))
         require_cohort(participants)
 
+    init = None
+    if spec.init is not None:  # checked before any participant is asked anything
+        init = given_init(spec.init, spec.algorithm, spec.ks, participants[0].n_features)
     stage("declaring")
     bounds = declare_job(participants, spec, n_features=participants[0].n_features)
     left_out("at the declaration")
@@ -153,6 +156,8 @@ def run_job(
         z_bound = rows.value_bound = bounds.standardised(mean, scale)
         if summation is not None:
             summation.set_bounds(max_rows=bounds.max_rows, value_bound=z_bound)
+    if init is not None:
+        init = _init_in_units(init, mean, scale, None if summation is None else rows.value_bound)
     local_k = None
     if spec.local_k_range is not None:
         stage("local_k")
@@ -167,7 +172,7 @@ def run_job(
         left_out("while choosing its local K")
     sweep = run_sweep(
         spec.algorithm, participants, spec.ks, total_count=rows,
-        seed=sweep_stream, m=spec.m, eps=spec.eps,
+        seed=sweep_stream, init=init, m=spec.m, eps=spec.eps,
         max_rounds=spec.max_rounds, gamma=spec.gamma, on_progress=on_progress,
         summation=sums,
     )
@@ -184,6 +189,29 @@ def run_job(
         secure_notes=tuple(sums.notes),
         notes=(*notes, *rows.notes),
     )
+
+
+def _init_in_units(
+    init: FloatArray, mean: FloatArray | None, scale: FloatArray | None, bound: float | None
+) -> FloatArray:
+    """The job's ``init`` in the units the algorithms see (z-scores when the job
+    standardises), checked, for a protected job, against the value bound B the encodings
+    rest on: the bounds' table assumes centers within [-2B, 2B] (``protocol.wire.bounds``),
+    and a participant refuses a task whose centers are beyond.
+
+    Raises:
+        ValueError: a coordinate of ``init`` beyond 2B.
+    """
+    units = init if mean is None or scale is None else (init - mean) / scale
+    largest = float(np.max(np.abs(units)))
+    if bound is not None and largest > 2.0 * bound:
+        where = " (as z-scores)" if mean is not None else ""
+        raise ValueError(
+            f"init has a coordinate of magnitude {largest:.6g}{where}, beyond twice the value "
+            f"bound {bound:.6g} the protected sums are encoded for; give initial centers "
+            "within the data's range, or a larger value_bound."
+        )
+    return units
 
 
 def _scored(
@@ -213,8 +241,11 @@ def result_document(
     *,
     dataset: str | None = None,
     ari: Sequence[float] | None = None,
+    client_weighted_ari: Sequence[float] | None = None,
 ) -> ResultDocument:
-    """The result document of a job (``simulate --json``, ``demo --json`` and the API).
+    """The result document of a job (``simulate --json``, ``demo --json`` and the API):
+    every K's centers, the job's seed and feature names; ``ari`` and ``client_weighted_ari``
+    per K where labels are known (the simulator).
 
     A center that fewer than ``spec.min_center_contributors`` participants stand behind is
     withheld (None) with a note saying why.
@@ -241,6 +272,9 @@ def result_document(
                 stop_reason=e.result.stop_reason,
                 simplified_silhouette=outcome.silhouette[i],
                 ari=None if ari is None else float(ari[i]),
+                client_weighted_ari=(
+                    None if client_weighted_ari is None else float(client_weighted_ari[i])
+                ),
                 center_contributors=(
                     None if contributors is None else [int(n) for n in contributors]
                 ),
@@ -261,4 +295,5 @@ def result_document(
         notes=[*outcome.notes, *outcome.sweep.notes, *outcome.secure_notes, *withheld_notes],
         local_k=None if local is None else list(local),
         k_range_rule_of_thumb=None if local is None else choose_k.k_range_rule_of_thumb(local),
+        feature_names=spec.feature_names,
     )

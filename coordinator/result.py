@@ -58,8 +58,11 @@ class FederatedResult:
 class RunOptions:
     """What the sweep hands a sweep algorithm's procedure for one run of one K
     (``protocol.algorithms``): the run's random stream, the job's FCM and stopping
-    parameters, the fuzzy algorithms' initial centers (None: the drivers' default), the
-    round observer and the summation every sum goes through."""
+    parameters, the global centers the run starts from (the job's ``init``, or the sweep's
+    draw for the fuzzy algorithms; None: the driver's own seeding; only for the algorithms
+    that take it, ``takes_init``) and whether they are the analyst's (``init_given``: the
+    drivers then start every step of round 1 from them), the round observer and the
+    summation every sum goes through."""
 
     rng: np.random.Generator
     summation: Summation
@@ -68,6 +71,7 @@ class RunOptions:
     max_rounds: int = 100
     gamma: float = 1.0
     init: NDArray[np.float64] | None = None
+    init_given: bool = False
     on_round: Callable[[RoundRecord], None] | None = None
 
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedclust.coordinator._rounds import dropped, present
 from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord, RunOptions
 from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.coordinator.standardise import pooled_mean_scale
-from fedclust.core.validation import FloatArray, check_int, rng_from
+from fedclust.core.validation import FloatArray, check_centers, check_int, rng_from
 from fedclust.protocol import algorithms
 from fedclust.protocol.maths import choose_k, validity
 from fedclust.protocol.wire import messages as msg
@@ -112,18 +113,23 @@ def run_algorithm(
     max_rounds: int = 100,
     gamma: float = 1.0,
     init: FloatArray | None = None,
+    init_given: bool = False,
     on_round: Callable[[RoundRecord], None] | None = None,
     summation: Summation | None = None,
 ) -> FederatedResult:
     """Run one federated clustering algorithm for one K through the participants.
 
-    The registry's procedure of ``algorithm`` runs (``protocol.algorithms``). ``init`` seeds
-    the fuzzy algorithms; None leaves the drivers' default, uniform in [0, 1]^D. With a
-    ``summation`` every sum-type statistic travels protected; an algorithm that sends local
-    centers by design (``plain_only``) is refused. The random draws do not depend on the
-    protection.
+    The registry's procedure of ``algorithm`` runs (``protocol.algorithms``). ``init``, the
+    (K, D) global centers the run starts from: the sweep's draw for a fuzzy algorithm, or
+    with ``init_given`` the analyst's (``RunOptions.init_given``), for the algorithms that
+    take them (``takes_init``); None leaves the driver's own seeding (the fuzzy drivers:
+    uniform in [0, 1]^D; federated k-means: k-means++ at every participant). With a ``summation``
+    every sum-type statistic travels protected; an algorithm that sends local centers by
+    design (``plain_only``) is refused. The random draws do not depend on the protection.
     """
     spec = algorithms.get(algorithm, "sweep")
+    if init is not None and (init_given or not spec.fuzzy):  # (fuzzy: the sweep's draw)
+        _require_takes_init(spec)
     summation = summation if summation is not None else PlainSummation()
     if summation.protected and spec.plain_only:
         raise ValueError(
@@ -132,7 +138,7 @@ def run_algorithm(
         )
     options = RunOptions(
         rng=rng_from(seed), m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, init=init,
-        on_round=on_round, summation=summation,
+        init_given=init_given, on_round=on_round, summation=summation,
     )
     result: FederatedResult = spec.procedure()(participants, k, options)
     return result
@@ -178,6 +184,31 @@ def validate(
     return score, survivors
 
 
+def _require_takes_init(spec: algorithms.AlgorithmSpec) -> None:
+    if not spec.takes_init:
+        raise ValueError(f"{spec.name!r} takes no init: it does not start from global centers.")
+
+
+def given_init(
+    init: ArrayLike, algorithm: Algorithm, ks: Sequence[int], n_features: int
+) -> FloatArray:
+    """The analyst's initial centers ``init`` checked against the job: an algorithm that
+    takes them (``takes_init``), one K, and K rows of the data's D columns.
+
+    Raises:
+        ValueError: naming ``init`` and what it must be.
+    """
+    _require_takes_init(algorithms.get(algorithm, "sweep"))
+    if len(ks) != 1:
+        raise ValueError(
+            f"init gives the initial centers of one K; the sweep has {len(ks)} K values."
+        )
+    centers = check_centers(init, n_features=n_features, name="init")
+    if centers.shape[0] != ks[0]:
+        raise ValueError(f"init must have K={ks[0]} rows; got shape {centers.shape}.")
+    return centers
+
+
 def run_sweep(
     algorithm: Algorithm,
     participants: Sequence[Any],
@@ -185,6 +216,7 @@ def run_sweep(
     *,
     total_count: Callable[[], int],
     seed: int | np.random.SeedSequence | None = None,
+    init: ArrayLike | None = None,
     m: float = 2.0,
     q: float = 1.0,
     p: float = 2.0,
@@ -199,7 +231,9 @@ def run_sweep(
     FedFuzzDB needs K >= 2 (its max over j ≠ i is empty for K = 1). With a ``summation``
     every sum (moments, the algorithm's, FedFuzzDB's) travels protected. Every random draw
     comes from one tree, ``SeedSequence(seed)``: per K one stream for the initial centers
-    and one for the algorithm, the same whatever the protection. A K whose points could not
+    and one for the algorithm, the same whatever the protection. ``init`` (one K only:
+    :func:`given_init`) starts the run from the analyst's centers instead of drawn ones; no
+    moment round is then needed for the fuzzy algorithms' box. A K whose points could not
     fill K clusters (``SweepEntry.empty_clusters``) is not selected while another K is
     complete.
     """
@@ -210,8 +244,11 @@ def run_sweep(
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     entries = []
     notes: list[str] = []
+    given = None
+    if init is not None:
+        given = given_init(init, algorithm, ks, participants[0].n_features)
     box = None
-    if algorithms.get(algorithm).fuzzy:
+    if given is None and algorithms.get(algorithm).fuzzy:
         before = present(participants)
         box = pooled_mean_scale(participants, total_count, two_pass=False, summation=summation)
         notes.extend(
@@ -223,15 +260,15 @@ def run_sweep(
     survivors: Survivors | None = None
     for k, stream in zip(ks, root.spawn(len(ks)), strict=True):
         init_stream, algorithm_stream = (np.random.default_rng(s) for s in stream.spawn(2))
-        init = initial_centers(box, k, init_stream) if box is not None else None
+        init = given if box is None else initial_centers(box, k, init_stream)
         on_round = None
         if on_progress is not None:
             on_progress("clustering", k, None)
             on_round = functools.partial(on_progress, "clustering", k)
         result = run_algorithm(
             algorithm, participants, k, seed=algorithm_stream, m=m, eps=eps,
-            max_rounds=max_rounds, gamma=gamma, init=init, on_round=on_round,
-            summation=summation,
+            max_rounds=max_rounds, gamma=gamma, init=init, init_given=given is not None,
+            on_round=on_round, summation=summation,
         )
         if result.centers.shape[0] < 2:
             raise ValueError(

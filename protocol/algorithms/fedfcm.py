@@ -31,6 +31,7 @@ SPECS = (
         fuzzy=True,
         local_clustering=True,
         counts_contributors=True,
+        takes_init=True,
     ),
     AlgorithmSpec(
         name="fedfcm-avg",
@@ -46,5 +47,6 @@ SPECS = (
         protected_notes=None,
         fuzzy=True,
         local_clustering=True,
+        takes_init=True,
     ),
 )

@@ -24,5 +24,6 @@ SPECS = (
         fuzzy=True,
         fcm_rule=True,
         counts_contributors=True,
+        takes_init=True,
     ),
 )

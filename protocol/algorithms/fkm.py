@@ -30,5 +30,6 @@ SPECS = (
         ),
         local_clustering=True,
         counts_contributors=True,
+        takes_init=True,
     ),
 )

@@ -1,25 +1,35 @@
-"""The scikit-learn style estimators: parameters, fit == the simulator, input validation."""
+"""The scikit-learn style estimators: parameters, fit == the simulator, scikit-learn's fitted
+attributes and checks, input validation, initial centers."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-import sklearn.utils.estimator_checks as sk_checks
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import _safe_indexing
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fedclust import FederatedFuzzyCMeans, FederatedKMeans, FedFCM, KFed, sweep
 from fedclust.data.federations import Federation
-from fedclust.estimators import SWEEP_COLUMNS
+from fedclust.estimators import (
+    SWEEP_COLUMNS,
+    FederatedFuzzyCMeans,
+    FederatedKMeans,
+    FedFCM,
+    KFed,
+    sweep,
+)
 from fedclust.participant.local import LocalParticipant
 from fedclust.protocol.maths.fcm import fcm_memberships
 from fedclust.simulate import simulate
 
-ESTIMATORS = {
+ESTIMATORS: dict[str, tuple[type[Any], dict[str, Any]]] = {
     "ffcm": (FederatedFuzzyCMeans, {"protection": "none"}),
     "fedfcm": (FedFCM, {"protection": "none"}),
     "fkm": (FederatedKMeans, {"protection": "none"}),
@@ -66,28 +76,68 @@ def test_default_protection_is_the_services(cls: type) -> None:
     assert cls().protection == ("none" if cls is KFed else "masking")
 
 
-@pytest.mark.parametrize(
-    "check",
-    [
-        "check_no_attributes_set_in_init",
-        "check_parameters_default_constructible",
-        "check_get_params_invariance",
-        "check_set_params",
-        "check_estimator_repr",
-        "check_estimator_cloneable",
-        "check_mixin_order",
-        "check_do_not_raise_errors_in_init_or_set_params",
-        "check_estimators_unfitted",
-    ],
+def _split(X: Any) -> list[Any]:
+    """X's rows split into three participants in order (``labels_`` stay in X's order)."""
+    n = X.shape[0] if hasattr(X, "shape") else len(X)
+    return [_safe_indexing(X, rows) for rows in np.array_split(np.arange(n), 3)]
+
+
+class _OneMatrix:
+    """An estimator whose ``fit(X)`` takes one matrix, as scikit-learn's checks call it."""
+
+    def fit(self, X: Any, y: None = None, *, split_column: str | None = None) -> Any:
+        return super().fit(_split(X))  # type: ignore[misc]
+
+    def fit_predict(self, X: Any, y: None = None, *, split_column: str | None = None) -> Any:
+        return self.fit(X).labels_
+
+    def fit_transform(self, X: Any, y: None = None, *, split_column: str | None = None) -> Any:
+        return self.fit(X).transform(X)
+
+
+class FFCMOneMatrix(_OneMatrix, FederatedFuzzyCMeans):
+    pass
+
+
+class FedFCMOneMatrix(_OneMatrix, FedFCM):
+    pass
+
+
+class FKMOneMatrix(_OneMatrix, FederatedKMeans):
+    pass
+
+
+class KFedOneMatrix(_OneMatrix, KFed):
+    pass
+
+
+#: The checks that cannot pass for a federated estimator, and why.
+_NOT_FEDERATED = {
+    "check_dont_overwrite_parameters": "sets n_clusters=1; FedFuzzDB needs K >= 2",
+    "check_methods_subset_invariance": "sets n_clusters=1; FedFuzzDB needs K >= 2",
+    "check_fit2d_1sample": "sets n_clusters=1; FedFuzzDB needs K >= 2",
+    "check_fit2d_1feature": "sets n_clusters=1; FedFuzzDB needs K >= 2",
+    "check_fit2d_predict1d": "sets n_clusters=1; FedFuzzDB needs K >= 2",
+    "check_estimators_nan_inf": "3 to 4 rows per participant: below the federation's size "
+    "rules for K=3 (the exact-FCM rule, local clusterings)",
+    "check_estimator_sparse_array": "fit takes a list of participants' dense rows",
+    "check_estimator_sparse_matrix": "fit takes a list of participants' dense rows",
+    "check_transformer_data_not_an_array": "fit takes a list of participants' rows",
+}
+
+
+@parametrize_with_checks(  # type: ignore[untyped-decorator]
+    [cls(protection="none") for cls in (FFCMOneMatrix, FedFCMOneMatrix, FKMOneMatrix,
+                                        KFedOneMatrix)],
+    expected_failed_checks=lambda est: {  # FedFCM's local FCM has no size rule
+        name: why for name, why in _NOT_FEDERATED.items()
+        if not (isinstance(est, FedFCM) and name == "check_estimators_nan_inf")
+    },
 )
-@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
-def test_the_applicable_sklearn_checks_pass(cls: type, check: str) -> None:
-    """check_estimator as a whole calls fit(X) with one matrix; these checks do not fit."""
-    function = getattr(sk_checks, check, None)
-    if function is None:
-        pytest.skip(f"this scikit-learn has no {check}")
-    function(cls.__name__, cls())
-    assert cls().get_params() == clone(cls()).get_params()
+def test_scikit_learn_checks(estimator: Any, check: Any) -> None:
+    """scikit-learn's own estimator checks (fitted attributes, labels_, transform, pickling,
+    feature names, idempotent fits, ...), fit(X) splitting X among three participants."""
+    check(estimator)
 
 
 def test_invalid_parameters_fail_in_sklearn_wording() -> None:
@@ -100,7 +150,7 @@ def test_invalid_parameters_fail_in_sklearn_wording() -> None:
     with pytest.raises(ValueError, match="'m' parameter of FederatedKMeans"):
         FederatedKMeans(m=1.0).fit(parts)
     with pytest.raises(ValueError, match="'protection' parameter of FederatedFuzzyCMeans"):
-        FederatedFuzzyCMeans(protection="secret").fit(parts)
+        FederatedFuzzyCMeans(protection="secret").fit(parts)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'protection' parameter of KFed must be 'none'"):
         KFed(protection="masking").fit(parts)
 
@@ -121,9 +171,10 @@ def test_fit_and_predict_equal_the_simulator(algorithm: str) -> None:
         np.testing.assert_array_equal(
             est.predict(part), LocalParticipant(part, name="p").assign(expected)
         )
-    assert [list(labels) for labels in est.fit_predict(parts)] == [
-        list(est.predict(part)) for part in parts
-    ]
+    np.testing.assert_array_equal(
+        est.fit_predict(parts), np.concatenate([est.predict(part) for part in parts])
+    )
+    assert est.n_iter_ == est.result_.sweep[0].rounds
 
 
 def test_default_protection_fit_equals_the_simulator() -> None:
@@ -176,8 +227,14 @@ def test_dataframes_give_feature_names() -> None:
     arrays = FederatedKMeans(2, protection="none", random_state=4).fit(parts)
     np.testing.assert_array_equal(est.cluster_centers_, arrays.cluster_centers_)
     np.testing.assert_array_equal(est.predict(frames[0]), arrays.predict(parts[0]))
-    with pytest.raises(ValueError, match=r"X has feature names \['income', 'age'\]"):
+    with pytest.raises(ValueError, match="feature names should match those that were passed"):
         est.predict(frames[0][["income", "age"]])
+    with pytest.warns(UserWarning, match="X does not have valid feature names, but "
+                      "FederatedKMeans was fitted with feature names"):
+        est.predict(parts[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a DataFrame with the fitted names: no warning
+        est.predict(frames[1])
     renamed = [frames[0], frames[1].rename(columns={"age": "years"}), frames[2]]
     with pytest.raises(ValueError, match=r"columns must agree: federation\[1\]"):
         FederatedKMeans(2, protection="none").fit(renamed)
@@ -218,17 +275,131 @@ def test_predict_errors_are_clear() -> None:
     with pytest.raises(
         ValueError, match=r"^X has 3 features, but FederatedFuzzyCMeans is expecting 2 features"
     ):
-        est.predict(np.zeros((4, 3)))
+        est.transform(np.zeros((4, 3)))
     bad = parts[0].copy()
     bad[1, 0] = np.nan
-    with pytest.raises(ValueError, match=r"^X contains NaN or infinity"):
+    with pytest.raises(ValueError, match=r"^Input X contains NaN"):
         est.predict_proba(bad)
-    with pytest.raises(ValueError, match="2-D array"):
-        est.predict(parts[0][0])
-    with pytest.raises(ValueError, match=r"^federation\[1\] contains NaN"):
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        est.score(parts[0][0])
+    with pytest.raises(ValueError, match=r"^Input federation\[1\] contains NaN"):
         FederatedFuzzyCMeans(2).fit([parts[0], bad, parts[2]])
     with pytest.raises(ValueError, match=r"federation\[2\] has 3 features, but federation\[0\]"):
         FederatedFuzzyCMeans(2).fit([parts[0], parts[1], np.zeros((5, 3))])
+
+
+# -- scikit-learn's fitted attributes --------------------------------------------------------
+def test_labels_follow_the_input_rows_when_sites_interleave() -> None:
+    parts = _parts(seed=5)
+    sites = ["b-site", "a-site", "c-site"]  # not sorted: participants_ sorts them
+    whole = pd.concat(
+        [pd.DataFrame(p, columns=["x", "y"]).assign(site=s) for p, s in zip(parts, sites,
+                                                                           strict=True)]
+    ).sample(frac=1.0, random_state=3).reset_index(drop=True)
+    assert whole["site"].iloc[:10].nunique() == 3  # the sites interleave
+    est = FederatedKMeans(2, protection="none", random_state=1)
+    labels = est.fit_predict(whole, split_column="site")
+    assert est.participants_ == sorted(sites)
+    assert labels.shape == (len(whole),) and labels.dtype.kind == "i"
+    np.testing.assert_array_equal(labels, est.labels_)
+    # row i's label is the one predict gives row i: the input's order, not the sites'
+    np.testing.assert_array_equal(labels, est.predict(whole[["x", "y"]]))
+    truth = (whole["x"] > 2.5).to_numpy()  # the blob each row was drawn from
+    assert len({(t, lab) for t, lab in zip(truth, labels, strict=True)}) == 2
+    distances = est.fit_transform(whole, split_column="site")
+    np.testing.assert_allclose(distances, est.transform(whole[["x", "y"]]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", list(ESTIMATORS))
+def test_transform_score_and_the_objective(algorithm: str) -> None:
+    parts = _parts(seed=6)
+    cls, kw = ESTIMATORS[algorithm]
+    est = cls(2, random_state=2, **kw).fit(parts)
+    X = np.vstack(parts)
+    C = est.cluster_centers_
+    d2 = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)  # independent of the package
+    D = est.transform(X)
+    assert D.shape == (len(X), est.n_clusters_) == (120, 2)
+    np.testing.assert_allclose(D, np.sqrt(d2), rtol=1e-10)
+    np.testing.assert_array_equal(D.argmin(axis=1), est.predict(X))
+    if est.result_.algorithm in ("ffcm", "fedfcm"):
+        U = fcm_memberships(X, C, m=2.0)
+        assert not hasattr(est, "inertia_")
+        assert est.objective_ == pytest.approx((U**2 * d2).sum(), rel=1e-10)
+        assert est.score(X) == pytest.approx(-est.objective_, rel=1e-12)
+    else:
+        assert not hasattr(est, "objective_")
+        assert est.inertia_ == pytest.approx(d2.min(axis=1).sum(), rel=1e-10)
+        assert est.score(X) == pytest.approx(-est.inertia_, rel=1e-12)
+    assert est.score(parts[0]) > est.score(X)  # a sum over rows: fewer rows, less to lose
+    assert est.n_iter_ == est.result_.sweep[0].rounds >= 1
+    assert list(est.get_feature_names_out()) == [f"{type(est).__name__.lower()}{j}"
+                                                 for j in range(2)]
+
+
+def test_random_state_takes_what_scikit_learn_takes() -> None:
+    parts = _parts(seed=7)
+
+    def centers(random_state: Any) -> np.ndarray:
+        est = FederatedFuzzyCMeans(2, protection="none", random_state=random_state)
+        return np.asarray(est.fit(parts).cluster_centers_)
+
+    np.testing.assert_array_equal(
+        centers(np.random.RandomState(0)), centers(np.random.RandomState(0))
+    )
+    np.testing.assert_array_equal(
+        centers(np.random.default_rng(4)), centers(np.random.default_rng(4))
+    )
+    shared = np.random.RandomState(1)  # as in scikit-learn, a shared one advances
+    first = FederatedFuzzyCMeans(2, protection="none", random_state=shared).fit(parts)
+    second = FederatedFuzzyCMeans(2, protection="none", random_state=shared).fit(parts)
+    assert first.result_.seed != second.result_.seed
+    drawn = FederatedFuzzyCMeans(2, protection="none").fit(parts)
+    assert drawn.result_.seed is not None  # drawn and recorded: it replays the fit
+    np.testing.assert_array_equal(centers(drawn.result_.seed), drawn.cluster_centers_)
+    with pytest.raises(ValueError, match=r"'random_state' parameter of FederatedFuzzyCMeans "
+                       r"must be None, an int, a numpy\.random\.RandomState"):
+        FederatedFuzzyCMeans(2, random_state="seven").fit(parts)  # type: ignore[arg-type]
+
+
+def test_two_participants_get_a_value_error_saying_how_to_allow_them() -> None:
+    two = _parts()[:2]
+    with pytest.raises(ValueError, match=r"protection='masking' needs at least 3 participants"
+                       r".*protection='none' and min_cohort=2"):
+        FederatedFuzzyCMeans(2, random_state=0).fit(two)
+    with pytest.raises(ValueError, match=r"2 participant\(s\), fewer than min_cohort=3.*set "
+                       r"min_cohort=2 to allow it"):
+        KFed(2, random_state=0).fit(two)
+    allowed = FederatedFuzzyCMeans(2, protection="none", min_cohort=2, random_state=0)
+    assert allowed.fit(two).labels_.shape == (80,)
+
+
+# -- initial centers ---------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [FederatedFuzzyCMeans, FedFCM, FederatedKMeans],
+                         ids=lambda c: c.__name__)
+def test_init_from_converged_centers_converges_at_once(cls: type) -> None:
+    parts = _parts(seed=8)
+    seeded = cls(2, protection="none", random_state=3).fit(parts)
+    again = cls(2, protection="none", random_state=11, init=seeded.cluster_centers_).fit(parts)
+    assert again.n_iter_ <= 2
+    np.testing.assert_allclose(again.cluster_centers_, seeded.cluster_centers_, atol=1e-3)
+    assert again.init is seeded.cluster_centers_  # the parameter is kept as given
+
+
+def test_init_errors_name_init() -> None:
+    parts = _parts()
+    with pytest.raises(ValueError, match=r"'init' array of FedFCM must have shape "
+                       r"\(n_clusters, n_features\) = \(2, 2\)\. Got shape \(3, 2\)"):
+        FedFCM(2, init=np.zeros((3, 2))).fit(parts)
+    with pytest.raises(ValueError, match=r"'init' array of FederatedKMeans gives the initial "
+                       r"centers of one K; it does not apply with k_range=\(2, 3\)"):
+        FederatedKMeans(init=np.zeros((2, 2)), k_range=(2, 3)).fit(parts)
+    with pytest.raises(ValueError, match="'init' parameter of FederatedFuzzyCMeans must be "
+                       "'auto' or an array-like"):
+        FederatedFuzzyCMeans(2, init="k-means++").fit(parts)
+    with pytest.raises(ValueError, match="init contains NaN"):
+        FederatedFuzzyCMeans(2, init=[[0.0, np.nan], [1.0, 1.0]]).fit(parts)
+    assert "init" not in KFed().get_params()  # k-FED does not start from global centers
 
 
 # -- sweeps ----------------------------------------------------------------------------------
