@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 
 from fedclust.data import loaders, splits, synthetic
 
-SYNTHETIC = ("motivational", "garst-grid")
 SplitKind = Literal["uniform", "iid", "dirichlet"]
 
 

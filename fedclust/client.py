@@ -23,6 +23,7 @@ from fedclust.protocol.wire.admin import AdminEvent, Invitation, InvitationCreat
 from fedclust.protocol.wire.messages import (
     DisclosureLedger,
     JobCreate,
+    JobHistory,
     JobPublic,
     ParticipantPublic,
     ResultDocument,
@@ -186,6 +187,11 @@ class AnalystClient:
     def disclosures(self, job_id: str) -> DisclosureLedger:
         """What the coordinator learned in the job (its disclosure ledger)."""
         return DisclosureLedger.model_validate(self._call("GET", f"/jobs/{job_id}/disclosures"))
+
+    def history(self, job_id: str) -> JobHistory:
+        """The job and every task it has handed out, with when each was stored and
+        answered."""
+        return JobHistory.model_validate(self._call("GET", f"/jobs/{job_id}/history"))
 
     def cancel(self, job_id: str) -> JobPublic:
         return JobPublic.model_validate(self._call("POST", f"/jobs/{job_id}/cancel"))

@@ -3,38 +3,47 @@ lines elsewhere (so logs and pipes stay readable).
 
 One :class:`SweepProgress` serves ``fedclust simulate`` (fed by the coordinator's
 ``on_progress(stage, k, round_record)`` through :meth:`SweepProgress.simulation`) and
-``fedclust demo`` / ``fedclust job submit --follow`` (fed the polled job through
-:meth:`SweepProgress.job`). The bar counts the sweep's K values; its text shows the stage, the
-current K and round and, for a job at a coordinator, who is awaited. Plain lines are written
-when the stage or K changes (not every round, nor for the instant checks before the sweep),
-each starting ``<command>: progress:``.
+``fedclust demo`` / ``fedclust job submit --follow`` / ``fedclust job attach`` (fed the polled
+job through :meth:`SweepProgress.job`). The bar counts the sweep's K values; its text shows
+the stage, the current K and round and, for a job at a coordinator, who is awaited. Plain
+lines are written when the stage or K changes (not every round, nor for the instant checks
+before the sweep), each starting ``<command>: progress:``. From the second K on, both show an
+estimate of the time left (:meth:`SweepProgress.eta`).
+
+:func:`announce` writes a command's first line, ``<command>: progress: starting: ...``, before
+anything heavy is imported or loaded (this module imports nothing beyond the standard library
+until a bar is drawn); like every plain line it starts ``<command>: progress:``, so whoever
+filters the progress out of a log filters it too.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
-from fedclust.coordinator.result import RoundRecord
-from fedclust.protocol.wire.messages import JobPublic
+    from fedclust.coordinator.result import RoundRecord
+    from fedclust.protocol.wire.messages import JobPublic
 
-__all__ = ["SweepProgress", "describe"]
+__all__ = ["SweepProgress", "announce", "describe"]
 
 #: Stages a plain-line display leaves out: checks that take no time and where most refusals
-#: happen, so that such an error stays the one line on stderr.
+#: happen, so that such an error stays the one line after the starting line.
 _QUIET_STAGES = frozenset({"starting", "declaring", "counting"})
+#: The stages of one K inside the sweep; any other stage after them ends the sweep.
+_SWEEP_STAGES = frozenset({"clustering", "validating"})
+
+
+def announce(command: str, what: str, stream: TextIO | None = None) -> None:
+    """Write ``<command>: progress: starting: <what>`` at once (default: on stderr)."""
+    out = stream if stream is not None else sys.stderr
+    out.write(f"{command}: progress: starting: {what}\n")
+    out.flush()
 
 
 def describe(
@@ -52,30 +61,55 @@ def describe(
     return "  ".join(parts)
 
 
+def _clock_text(seconds: float) -> str:
+    """``m:ss`` (``h:mm:ss`` from an hour on), rounded up to the second."""
+    minutes, secs = divmod(int(-(-seconds // 1)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 class SweepProgress:
-    """A context manager showing a sweep over ``ks`` on ``stream`` (default stderr)."""
+    """A context manager showing a sweep over ``ks`` on ``stream`` (default stderr);
+    ``clock`` (seconds, default :func:`time.monotonic`) times the K values for :meth:`eta`."""
 
     def __init__(
         self, ks: Sequence[int], *, command: str, stream: TextIO | None = None,
-        live: bool | None = None,
+        live: bool | None = None, clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ks = list(ks)
         self._command = command
         self._stream = stream if stream is not None else sys.stderr
         self._live = self._stream.isatty() if live is None else live
+        self._clock = clock
         self._bar: Progress | None = None
         self._task: TaskID | None = None
         self._last_line = ""
         self._finished = False
+        self._current: int | None = None  # the K being computed
+        self._sweep_start: float | None = None  # when the first K seen started
+        self._start_weight = 0  # the K values before it (a job followed from mid-sweep)
+        self._last_done: float | None = None  # when the last finished K finished
+        self._done_weight = 0
+        self._sweep_over = False
 
     def __enter__(self) -> SweepProgress:
         if self._live:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
             self._bar = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TimeElapsedColumn(), console=Console(file=self._stream), transient=False,
+                TimeElapsedColumn(), TextColumn("{task.fields[eta]}"),
+                console=Console(file=self._stream), transient=False,
             )
             self._bar.start()
-            self._task = self._bar.add_task("starting", total=len(self._ks) or None)
+            self._task = self._bar.add_task("starting", total=len(self._ks) or None, eta="")
         return self
 
     def __exit__(
@@ -84,8 +118,39 @@ class SweepProgress:
     ) -> None:
         if self._bar is not None:
             if exc is None and self._task is not None and not self._finished:
-                self._bar.update(self._task, description="done", completed=len(self._ks))
+                self._bar.update(
+                    self._task, description="done", completed=len(self._ks), eta=""
+                )
             self._bar.stop()
+
+    def eta(self) -> float | None:
+        """Seconds the sweep's remaining K values should take, once one K has finished
+        (None before, and after the sweep).
+
+        A K's time is taken as proportional to K (a round of every sweep algorithm costs
+        O(N·K·D)): with W the sum of the K values finished since this display began, T the
+        time they took and R the sum of the K values left (the current one included), the
+        estimate is T·R/W less the time spent on the current K so far, never below 0.
+        """
+        if self._sweep_over or self._last_done is None or self._sweep_start is None:
+            return None
+        rate = (self._last_done - self._sweep_start) / (self._done_weight - self._start_weight)
+        left = sum(self._ks) - self._done_weight
+        return max(0.0, rate * left - (self._clock() - self._last_done))
+
+    def _time(self, stage: str, k: int | None) -> None:
+        """Note when each K starts: the K values before it have finished."""
+        if stage not in _SWEEP_STAGES:
+            self._sweep_over = self._sweep_start is not None
+            return
+        if k is None or k not in self._ks or k == self._current:
+            return
+        now, before = self._clock(), sum(self._ks[: self._ks.index(k)])
+        self._current = k
+        if self._sweep_start is None:
+            self._sweep_start, self._start_weight, self._done_weight = now, before, before
+        elif before > self._done_weight:
+            self._done_weight, self._last_done = before, now
 
     def update(
         self, stage: str, k: int | None = None, round_: int | None = None,
@@ -94,13 +159,16 @@ class SweepProgress:
         """Show where the sweep is: K values before ``k`` count as done (all once
         ``finished``)."""
         self._finished = finished
+        self._time(stage, k)
+        left = None if finished else self.eta()
+        eta = "" if left is None else f"ETA {_clock_text(left)}"
         if self._bar is not None and self._task is not None:
             done = len(self._ks) if finished else (
                 self._ks.index(k) if k in self._ks else None
             )
             self._bar.update(
                 self._task, description=describe(stage, k, round_, waiting_for),
-                completed=done,
+                completed=done, eta=eta,
             )
             return
         line = describe(stage, k)
@@ -108,7 +176,9 @@ class SweepProgress:
             return
         if line != self._last_line:
             self._last_line = line
-            self._stream.write(f"{self._command}: progress: {line}\n")
+            self._stream.write(
+                f"{self._command}: progress: {line}" + (f"  {eta}" if eta else "") + "\n"
+            )
             self._stream.flush()
 
     def simulation(self, stage: str, k: int | None, record: RoundRecord | None) -> None:

@@ -1,4 +1,8 @@
-"""What the commands share: common flags and their parsers, job checks, error handling."""
+"""What the commands share: common flags and their parsers, job checks, error handling.
+
+Light to import (the command modules import it while the arguments are parsed): what the
+checks and the error handling need is imported when they run.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,20 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
-from pydantic import ValidationError
-
-from fedclust.client import ApiError
-from fedclust.core.errors import ProtocolError, RefusedError
-from fedclust.data.loaders import DataWarning
 from fedclust.protocol import algorithms
-from fedclust.protocol.wire.messages import JobCreate
+
+if TYPE_CHECKING:
+    import httpx
+
+    from fedclust.protocol.wire.messages import JobCreate
 
 PROTECTION_CHOICES = ("masking", "paillier", "none")
 PROTECTION_HELP = (
     "how every sum-type statistic travels: masking (pairwise masking, the default), paillier "
     "(encrypted to the counting service's key) or none (in the clear, as in the papers; "
-    "fedfcm-avg and kfed need none)"
+    "fedfcm-avg, kfed and kfed-dennis need none)"
 )
 
 
@@ -97,6 +100,8 @@ def _check_protection(args: argparse.Namespace) -> None:
 
 def _valid_job(build: Callable[[], JobCreate]) -> JobCreate:
     """``build()``, its validation errors stated in one line without the input values."""
+    from pydantic import ValidationError
+
     try:
         return build()
     except ValidationError as exc:
@@ -119,6 +124,12 @@ def _flag_of(loc: tuple[int | str, ...]) -> str:
 
 def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """``handler(args)``, its warnings and expected errors printed in one line each."""
+    import httpx
+
+    from fedclust.client import ApiError
+    from fedclust.core.errors import ProtocolError, RefusedError
+    from fedclust.data.loaders import DataWarning
+
     command = " ".join(filter(None, (args.command, getattr(args, "action", None))))
 
     def show_warning(message: Warning | str, *_: object, **__: object) -> None:
@@ -146,6 +157,8 @@ def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
 
 def _http_failure(exc: httpx.HTTPError) -> str:
     """One line for a failed request, naming the URL it could not reach."""
+    import httpx
+
     try:
         url = exc.request.url.copy_with(query=None)
     except RuntimeError:  # no request attached

@@ -26,6 +26,14 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--seed", type=int, default=1, help="data and algorithm seed (default 1)")
 
 
+def starting(args: argparse.Namespace) -> str:
+    """The first line, before the services start (seconds: each process loads the library)."""
+    return (
+        "a coordinator, a counting service and three participants on loopback "
+        f"(protection {args.protection})"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from fedclust.demo import run_demo
 

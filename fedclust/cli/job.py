@@ -1,10 +1,16 @@
-"""``fedclust job submit|list|status|result|cancel``: the analyst's calls to a coordinator."""
+"""``fedclust job submit|list|status|attach|logs|result|cancel``: the analyst's calls to a
+coordinator.
+
+``job submit --follow`` and ``job attach`` follow a job with one implementation
+(:func:`follow_job`); Ctrl-C stops following, not the job.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +35,7 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.wire.messages import (
     DisclosureLedger,
     JobCreate,
+    JobHistory,
     JobPublic,
     WireArray,
 )
@@ -78,6 +85,11 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
         help="the public unlabelled set, a 2-D .npy array (n_public, n_features) scaled as "
         "the participants' rows",
     )
+    submit.add_argument(
+        "--feature-names", type=_columns, metavar="A,B,...",
+        help="name the features, in order: every participant refuses the job unless they "
+        "are its configured [data] columns; the result, exports and plots use them",
+    )
     submit.add_argument("--standardise", action="store_true", help="federated z-scores first")
     submit.add_argument(
         "--local-range", type=_k_range, metavar="A:B",
@@ -107,6 +119,9 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print one JSON list")
     for name, helptext in (
         ("status", "show a job's state and progress"),
+        ("attach", "follow a job's progress until it ends, then print its result (as "
+         "submit --follow does)"),
+        ("logs", "print a job's history: every task, to whom, when it was stored and answered"),
         ("result", "print a finished job's result"),
         ("cancel", "cancel a job"),
     ):
@@ -121,8 +136,8 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
             )
             cmd.add_argument(
                 "--feature-names", type=_columns, metavar="A,B,...",
-                help="name the center columns (the service result carries no names; "
-                "default x0..x{D-1})",
+                help="name the center columns (default: the names the job declared with "
+                "submit --feature-names, else x0..x{D-1})",
             )
             _add_out_argument(cmd)
 
@@ -143,6 +158,7 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
             max_rows=args.max_rows, **blocks,
             min_center_contributors=getattr(args, "min_center_contributors", 1),
             masking_graph=getattr(args, "masking_graph", "auto"),
+            feature_names=getattr(args, "feature_names", None),
         )
 
     return _valid_job(build)
@@ -193,6 +209,54 @@ def format_disclosures(ledger: DisclosureLedger) -> str:
     return "\n".join(lines)
 
 
+def format_history(history: JobHistory) -> str:
+    """A job's history as text: one line when it was created, one per task (when it was
+    stored, to whom, its number and kind, when its answer was stored or why it timed out),
+    its state now. The times are the coordinator's grouped writes (:class:`TaskHistory`)."""
+    job = history.job
+    spec = job.spec
+    ks = f"  K={spec.ks[0]}..{spec.ks[-1]}" if spec.ks else ""
+    lines = [
+        f"job {job.id}  {spec.algorithm}{ks}  participants {', '.join(spec.participants)}  "
+        f"protection {spec.protection}",
+        f"{_time(job.created_at)}  created",
+    ]
+    width = max((len(t.participant) for t in history.tasks), default=0)
+    for t in history.tasks:
+        if t.timed_out is not None:
+            outcome = f"timed out: {t.timed_out}"
+        elif t.answered_at is None:
+            outcome = "not answered"
+        else:
+            outcome = f"answered {_time(t.answered_at, day=False)}"
+        lines.append(
+            f"{_time(t.stored_at)}  {t.participant:<{width}}  task {t.task_id:<3d} "
+            f"{t.kind:<22} {outcome}"
+        )
+    reason = f": {job.error}" if job.error else ""
+    now = format_progress(job) if job.state == "running" else f"{job.state}{reason}"
+    lines.append(f"{_time(job.updated_at)}  {now}")
+    return "\n".join(lines)
+
+
+def _time(at: datetime, *, day: bool = True) -> str:
+    """A stored time (UTC) to the millisecond, with its date if ``day``."""
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f" if day else "%H:%M:%S.%f")[:-3]
+
+
+def follow_job(client: AnalystClient, job: JobPublic, *, command: str, as_json: bool) -> int:
+    """Show ``job``'s progress until it ends, then print its result (``job submit --follow``
+    and ``job attach``); the exit status. Ctrl-C stops following only: the job goes on at
+    the coordinator, and the interruption carries the command that attaches to it again."""
+    try:
+        with SweepProgress(job.spec.ks, command=command) as progress:
+            job = client.follow(job.id, on_update=progress.job)
+    except KeyboardInterrupt as exc:
+        exc.add_note(f"the job goes on: fedclust job attach {job.id}")
+        raise
+    return print_job_result(client, job, as_json=as_json)
+
+
 def print_job_result(client: AnalystClient, job: JobPublic, *, as_json: bool) -> int:
     """Print a finished job's result (or its error); the exit status for it."""
     if job.state == "succeeded":
@@ -205,6 +269,15 @@ def print_job_result(client: AnalystClient, job: JobPublic, *, as_json: bool) ->
     return 1
 
 
+def starting(args: argparse.Namespace) -> str | None:
+    """The first line of the commands that follow a job (None for the quick calls)."""
+    if args.action == "attach":
+        return f"following job {args.job_id}"
+    if args.action == "submit" and args.follow:
+        return f"submitting a {args.algorithm} job over {len(args.participants)} participants"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     config = AnalystConfig.load(args.config)
     with AnalystClient(config) as client:
@@ -214,9 +287,7 @@ def run(args: argparse.Namespace) -> int:
                 print(job.model_dump_json(indent=2) if args.json else job.id)
                 return 0
             print(f"submitted job {job.id}", file=sys.stderr)
-            with SweepProgress(job.spec.ks, command="fedclust job submit") as progress:
-                job = client.follow(job.id, on_update=progress.job)
-            return print_job_result(client, job, as_json=args.json)
+            return follow_job(client, job, command="fedclust job submit", as_json=args.json)
         if args.action == "list":
             print(format_job_list(client.jobs(), as_json=args.json))
             return 0
@@ -226,6 +297,13 @@ def run(args: argparse.Namespace) -> int:
                 print(job.model_dump_json(indent=2))
             else:
                 print(format_progress(job) + (f"\nerror: {job.error}" if job.error else ""))
+            return 0
+        if args.action == "attach":
+            job = client.job(args.job_id)
+            return follow_job(client, job, command="fedclust job attach", as_json=args.json)
+        if args.action == "logs":
+            history = client.history(args.job_id)
+            print(history.model_dump_json(indent=2) if args.json else format_history(history))
             return 0
         if args.action == "result":
             if args.disclosures:

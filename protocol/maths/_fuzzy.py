@@ -15,7 +15,8 @@ O(B·K) and stay in cache: a BLAS product, then the element-wise passes compiled
 :mod:`protocol.maths._fcm_kernels` (norms, clip, memberships, u^m and their sums in two or three
 passes over the block, where numpy would make a dozen). The public sums fold the blocks'
 partial sums in block order (``protocol.maths.rows.fold``), so they do not depend on how the rows
-are chunked.
+are chunked. The compiled passes (numba) are imported where first used, so importing the
+statistics' types (the wire format does) loads no compiler.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from numpy.typing import NDArray
 
 from fedclust.core.validation import FloatArray
 
-from ._fcm_kernels import memberships_inplace, powered_sums
 from .rows import BLOCK_ROWS, RowSource, as_rows, as_source, blas_threads, fold
 
 _TINY = np.finfo(np.float64).tiny
@@ -73,6 +73,7 @@ def distances_t(xb: FloatArray, nb: FloatArray, c: Centers) -> FloatArray:
 
 def memberships_t(d: FloatArray, m: float) -> FloatArray:
     """FCM memberships from transposed squared distances (K, B), in place; returns ``d``."""
+    from ._fcm_kernels import memberships_inplace
     memberships_inplace(d, np.zeros(d.shape[1]), np.zeros(d.shape[0]), m)
     return d
 
@@ -80,6 +81,7 @@ def memberships_t(d: FloatArray, m: float) -> FloatArray:
 def _memberships_block(xb: FloatArray, nb: FloatArray, c: Centers, m: float) -> FloatArray:
     """Memberships (K, B) of one block: one BLAS product, then the fused element-wise passes
     (distances, clip, memberships) of :mod:`protocol.maths._fcm_kernels`."""
+    from ._fcm_kernels import memberships_inplace
     d = c.minus_2c @ xb.T
     memberships_inplace(d, nb, c.sq_norms, m)
     return d
@@ -95,6 +97,7 @@ def fcm_sums_block(
     xb: FloatArray, nb: FloatArray, c: Centers, m: float
 ) -> tuple[FloatArray, FloatArray]:
     """Partial U_i = Σ_j u_ij^m and WS_i = Σ_j u_ij^m x_j of one block."""
+    from ._fcm_kernels import powered_sums
     W = _memberships_block(xb, nb, c, m)
     u_sum, _ = powered_sums(W, m)
     ws: FloatArray = W @ xb
@@ -106,6 +109,7 @@ def fcm_step_block(
 ) -> tuple[FloatArray, FloatArray, float]:
     """:func:`fcm_sums_block`, storing the memberships in ``Ub`` (K, B) and returning, with
     ``measure``, Σ (u_old - u)² of the block (``Ub`` holds u_old on entry)."""
+    from ._fcm_kernels import powered_sums
     W = _memberships_block(xb, nb, c, m)
     u_sum, change2 = powered_sums(W, m, Ub, measure=measure)
     ws: FloatArray = W @ xb
@@ -114,6 +118,7 @@ def fcm_step_block(
 
 def objective_block(xb: FloatArray, nb: FloatArray, c: Centers, m: float) -> tuple[float]:
     """Partial J_m = Σ_j Σ_i u_ij^m d2_ij of one block."""
+    from ._fcm_kernels import powered_sums
     d2 = distances_t(xb, nb, c)
     W = memberships_t(d2.copy(), m)
     powered_sums(W, m)

@@ -28,7 +28,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.cluster import KMeans, kmeans_plusplus
 
 from fedclust.core.validation import (
     FloatArray,
@@ -132,6 +131,8 @@ def _initial_centers(
     X: FloatArray, k: int, init: InitName, rng: np.random.Generator
 ) -> FloatArray:
     if init == "k-means++":
+        from sklearn.cluster import kmeans_plusplus  # scikit-learn loads when first needed
+
         state = int(rng.integers(np.iinfo(np.int32).max))
         centers, _ = kmeans_plusplus(X, k, random_state=state)
         return np.ascontiguousarray(centers, dtype=np.float64)
@@ -229,6 +230,8 @@ def kmeans(
     k = check_int(k, name="k", owner=owner, low=1)
     n_init = check_int(n_init, name="n_init", owner=owner, low=1)
     check_n_samples_for_k(Xa.shape[0], k)
+    from sklearn.cluster import KMeans
+
     state = int(rng_from(seed).integers(np.iinfo(np.int32).max))
     model = KMeans(n_clusters=k, n_init=n_init, random_state=state).fit(Xa)
     centers = np.ascontiguousarray(model.cluster_centers_, dtype=np.float64)

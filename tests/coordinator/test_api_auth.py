@@ -30,6 +30,7 @@ ANALYST_ROUTES = [
     ("GET", f"/jobs/{JOB}/result"),
     ("POST", f"/jobs/{JOB}/cancel"),
     ("GET", f"/jobs/{JOB}/disclosures"),
+    ("GET", f"/jobs/{JOB}/history"),
 ]
 PARTICIPANT_ROUTES = [
     ("POST", "/participants/enrol"),

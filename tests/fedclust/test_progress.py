@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
+import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -11,6 +15,10 @@ from fedclust.cli import main
 from fedclust.progress import SweepProgress
 from fedclust.protocol.wire.messages import JobCreate, JobProgress, JobPublic
 
+#: What the first line must not wait for: the computing, data-frame and service libraries.
+HEAVY = ("sklearn", "scipy", "numba", "pandas", "sqlalchemy", "httpx", "pydantic", "rich",
+         "fedclust.protocol.wire.messages", "fedclust.simulate", "fedclust.demo")
+
 
 def test_simulate_writes_a_plain_line_per_stage_and_k_off_a_terminal(
     capsys: pytest.CaptureFixture[str],
@@ -18,12 +26,92 @@ def test_simulate_writes_a_plain_line_per_stage_and_k_off_a_terminal(
     argv = ["simulate", "--dataset", "motivational", "--algorithm", "ffcm", "--k-range", "2:3",
             "--seed", "1", "--protection", "none"]
     assert main(argv) == 0
-    assert capsys.readouterr().err.splitlines() == [
+    lines = capsys.readouterr().err.splitlines()
+    assert [re.sub(r"  ETA \d+:\d\d$", "", line) for line in lines] == [
         f"fedclust simulate: progress: {line}" for line in (
-            "clustering  K=2", "validating  K=2", "clustering  K=3",
-            "validating  K=3", "silhouette",
+            "starting: ffcm on motivational  K=2..3", "clustering  K=2", "validating  K=2",
+            "clustering  K=3", "validating  K=3", "silhouette",
         )
     ]
+    # an estimate of the time left once K=2 has finished, and none after the sweep
+    assert [bool(re.search(r"  ETA \d+:\d\d$", line)) for line in lines] == [
+        False, False, False, True, True, False,
+    ]
+
+
+class Clock:
+    """A clock the test sets."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_eta_scales_the_time_per_k_by_the_k_values_left() -> None:
+    stream, clock = io.StringIO(), Clock()
+    with SweepProgress([2, 3, 4], command="c", stream=stream, live=False,
+                       clock=clock) as progress:
+        progress.update("clustering", 2)
+        assert progress.eta() is None  # nothing finished yet
+        clock.now = 2.0
+        progress.update("clustering", 3)  # K=2 took 2 s: 1 s per unit of K
+        assert progress.eta() == pytest.approx(3 + 4)
+        clock.now = 3.5
+        progress.update("validating", 3, 7)  # 1.5 s into K=3
+        assert progress.eta() == pytest.approx(7 - 1.5)
+        clock.now = 8.0
+        progress.update("clustering", 4)  # K=2 and K=3 took 8 s: 1.6 s per unit
+        assert progress.eta() == pytest.approx(4 * 1.6)
+        clock.now = 9.0
+        progress.update("silhouette")
+        assert progress.eta() is None
+    assert stream.getvalue().splitlines() == [
+        "c: progress: clustering  K=2", "c: progress: clustering  K=3  ETA 0:07",
+        "c: progress: validating  K=3  ETA 0:06", "c: progress: clustering  K=4  ETA 0:07",
+        "c: progress: silhouette",
+    ]
+
+
+def test_the_eta_of_a_job_followed_from_mid_sweep_counts_only_what_it_saw() -> None:
+    clock = Clock()
+    progress = SweepProgress([2, 3, 4, 5], command="c", stream=io.StringIO(), live=False,
+                             clock=clock)
+    clock.now = 10.0
+    progress.update("clustering", 3, 5)  # attached while K=3 was running
+    clock.now = 13.0
+    progress.update("clustering", 4, 1)  # K=3 took at most 3 s: not K=2's time too
+    assert progress.eta() == pytest.approx(4 + 5)
+
+
+@pytest.mark.parametrize(("argv", "first"), [
+    (["simulate", "--dataset", "motivational", "--algorithm", "fkm", "--k", "2"],
+     "fkm on motivational  K=2"),
+    (["demo", "--protection", "none"], "a coordinator, a counting service and three "),
+], ids=["simulate", "demo"])
+def test_the_starting_line_comes_before_the_heavy_modules(argv: list[str], first: str) -> None:
+    """At the moment of the first line no computing, data or service library is loaded
+    (a fresh interpreter: this one has loaded them all)."""
+    script = f"""
+import json, sys
+import fedclust.progress as progress
+from fedclust.cli import main
+
+def first_line(command, what, stream=None):
+    print(json.dumps([what, sorted(m for m in {HEAVY!r} if m in sys.modules)]))
+    raise SystemExit(0)
+
+progress.announce = first_line
+main({argv!r})
+raise SystemExit("no starting line")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    what, loaded = json.loads(proc.stdout)
+    assert what.startswith(first)
+    assert loaded == []
 
 
 def _job(state: str, progress: JobProgress | None) -> JobPublic:
@@ -57,11 +145,14 @@ def test_the_bar_shows_stage_k_round_and_the_awaited_while_running() -> None:
 
 
 def test_plain_lines_skip_rounds_and_repeat_nothing() -> None:
-    stream = io.StringIO()
-    with SweepProgress([2, 3], command="fedclust demo", stream=stream, live=False) as progress:
+    stream, clock = io.StringIO(), Clock()
+    with SweepProgress([2, 3], command="fedclust demo", stream=stream, live=False,
+                       clock=clock) as progress:
         for r in range(1, 4):
+            clock.now = r
             progress.update("clustering", 2, r, ["b"])
         progress.update("clustering", 3, 1)
     assert stream.getvalue().splitlines() == [
-        "fedclust demo: progress: clustering  K=2", "fedclust demo: progress: clustering  K=3",
+        "fedclust demo: progress: clustering  K=2",
+        "fedclust demo: progress: clustering  K=3  ETA 0:03",  # K=2: 2 s, 1 s per unit of K
     ]
