@@ -3,8 +3,11 @@
 The app's lifespan opens the database (an empty one is created at the newest schema
 revision, one behind it is refused: :mod:`infra.schema`), the task broker, the
 counting-service client and the job runner, and restarts every pending or running job; at
-shutdown the job threads stop with their jobs left resumable. ``counting_transport`` lets
-tests and the in-process mode reach the counting service without sockets.
+shutdown the job threads stop with their jobs left resumable. It logs one start-up line (URL,
+database without its password, TLS mode, version: :func:`infra.logformat.startup_line`), and
+keeps each member's last contact in the database (:class:`_LastSeen`), so the member list
+shows it across restarts. ``counting_transport`` lets tests and the in-process mode reach the
+counting service without sockets.
 
 Operators get ``/healthz``, ``/readyz`` (the database answers, the counting service's health
 check answers) and, with ``metrics = true``, ``/metrics`` (:mod:`infra.observability`,
@@ -13,18 +16,23 @@ check answers) and, with ``metrics = true``, ``/metrics`` (:mod:`infra.observabi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 import anyio.to_thread
 import httpx
 from fastapi import FastAPI
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 
 from fedclust.coordinator.api import (
     admin,
+    algorithms,
     audit,
     jobs,
     participant_results,
@@ -42,12 +50,15 @@ from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystCredential, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.infra.app import API_PREFIX, service_app
+from fedclust.infra.logformat import service_url, startup_line, tls_mode
 from fedclust.infra.observability import Check
 from fedclust.protocol.wire.messages import HealthStatus
 
 __all__ = ["API_PREFIX", "create_app", "openapi_document"]
 
 _WORKER_THREADS = 256
+#: How often the members' last contacts go to the database (one transaction for all).
+LAST_SEEN_SECONDS = 30.0
 _log = logging.getLogger("fedclust.coordinator")
 
 
@@ -63,7 +74,12 @@ def create_app(
         limiter.total_tokens = max(limiter.total_tokens, _WORKER_THREADS)
         db = Database(settings.database_url)
         db.create_all()  # a database behind the schema is closed, and the start refused
+        _log.info("%s", startup_line(
+            "coordinator", listens=service_url(settings.host, settings.port, settings.tls),
+            database_url=settings.database_url, tls=tls_mode(settings.tls, serving=True),
+        ))
         authenticator.load(db.memberships())
+        last_seen = _LastSeen(db, authenticator.last_contact)
         broker = Broker(db, timeout=settings.task_timeout_seconds)
         counting = CountingClient(
             settings.counting_url, settings.counting_token, transport=counting_transport,
@@ -76,10 +92,15 @@ def create_app(
         resumed = runner.resume_all()
         if resumed:
             _log.info("resumed %d job(s)", len(resumed))
+        keeper = asyncio.create_task(last_seen.keep(LAST_SEEN_SECONDS))
         try:
             yield
         finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
             runner.shutdown()
+            last_seen.save(dict(authenticator.last_contact))
             app.state.services = None
             counting.close()
             db.dispose()
@@ -89,7 +110,7 @@ def create_app(
     app = service_app(
         settings,
         routers=(participants.router, jobs.router, tasks.router, audit.router, admin.router,
-                 participant_results.router),
+                 participant_results.router, algorithms.router),
         caller=authenticator.caller, body_limits=BODY_LIMITS, public=PUBLIC_BODIES,
         registry=metrics.registry, checks=lambda: _readiness(app),
         title="fedclust coordinator",
@@ -113,6 +134,38 @@ def create_app(
         return HealthStatus()
 
     return app
+
+
+class _LastSeen:
+    """Writes the members' last contacts (kept in memory by the authenticator on every
+    authenticated participant request) to the database: only the changed ones, every
+    ``seconds``, so a poll costs no write; at start the stored ones are read back into the
+    authenticator's map."""
+
+    def __init__(self, db: Database, contacts: dict[str, datetime]) -> None:
+        self._db = db
+        contacts.update(db.last_seen())
+        self._contacts = contacts
+        self._saved = dict(contacts)
+
+    def save(self, now: Mapping[str, datetime]) -> None:
+        """Store the contacts in ``now`` (a copy of the map) that changed since the last
+        save; a failed write (a busy or unreachable database) is logged, and the next save
+        tries those contacts again."""
+        changed = {pid: at for pid, at in now.items() if self._saved.get(pid) != at}
+        try:
+            self._db.record_last_seen(changed)
+        except SQLAlchemyError as exc:
+            _log.warning("could not store the members' last contact: %s", exc)
+            return
+        self._saved = dict(now)
+
+    async def keep(self, seconds: float) -> None:
+        """Save every ``seconds`` (in a worker thread) until cancelled."""
+        while True:
+            await asyncio.sleep(seconds)
+            snapshot = dict(self._contacts)  # on the event loop, where requests update it
+            await anyio.to_thread.run_sync(self.save, snapshot)
 
 
 def _readiness(app: FastAPI) -> dict[str, Check]:

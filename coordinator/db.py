@@ -1,7 +1,8 @@
 """The coordinator's storage: participants, jobs and tasks through SQLAlchemy 2.
 
 Tables: ``participants``, ``jobs``, ``tasks``, ``replies``, ``blobs`` (large strings by
-SHA-256, stored once), ``invitations``, ``memberships`` and ``admin_events``; credentials are
+SHA-256, stored once), ``invitations``, ``memberships``, ``admin_events`` and ``last_seen`` (each
+member's last authenticated request, written at most every few seconds); credentials are
 never stored here. :class:`Database` writes a :class:`Batch` per transaction
 (:meth:`Database.write`); :class:`JobRecord`, :class:`TaskRecord` and
 :class:`ParticipantRecord` are the plain values the rest of the service sees. Every call opens
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    case,
     func,
     insert,
     select,
@@ -47,6 +49,7 @@ from fedclust.protocol.wire.messages import (
     JobProgress,
     JobState,
     ResultDocument,
+    TaskHistory,
 )
 
 __all__ = [
@@ -173,6 +176,22 @@ class _AdminEventRow(_Base):
     participant_id: Mapped[str] = mapped_column(String(64))
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
+
+class _LastSeenRow(_Base):
+    """When a participant last made an authenticated request (a poll, an answer)."""
+
+    __tablename__ = "last_seen"
+
+    participant_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+#: A reply row belongs to the task row of the same job, participant and task id.
+_ANSWERS_TASK = (
+    (_ReplyRow.job_id == _TaskRow.job_id)
+    & (_ReplyRow.participant == _TaskRow.participant)
+    & (_ReplyRow.task_id == _TaskRow.task_id)
+)
 
 # The revisions of the tables above (coordinator/migrations/versions/): a new table or column
 # there is a new revision here.
@@ -521,6 +540,31 @@ class Database:
             rows = s.scalars(select(_AdminEventRow).order_by(_AdminEventRow.seq))
             return [_admin_event(r) for r in rows]
 
+    # -- last contact -------------------------------------------------------------------------
+    def record_last_seen(self, times: Mapping[str, datetime]) -> None:
+        """Store each participant's latest contact time (one transaction; an earlier time
+        than the stored one is ignored)."""
+        if not times:
+            return
+        with self._session() as s:
+            stored = {
+                r.participant_id: r
+                for r in s.scalars(
+                    select(_LastSeenRow).where(_LastSeenRow.participant_id.in_(list(times)))
+                )
+            }
+            for pid, at in times.items():
+                row = stored.get(pid)
+                if row is None:
+                    s.add(_LastSeenRow(participant_id=pid, at=at))
+                elif _aware(row.at) < at:
+                    row.at = at
+
+    def last_seen(self) -> dict[str, datetime]:
+        """Every participant's stored last contact (UTC) by id."""
+        with self._session() as s:
+            return {r.participant_id: _aware(r.at) for r in s.scalars(select(_LastSeenRow))}
+
     # -- jobs -----------------------------------------------------------------------------------
     def create_job(
         self, job_id: str, spec: JobCreate, *, n_features: int, owner: str | None = None
@@ -617,12 +661,7 @@ class Database:
         references), replies where answered."""
         query = (
             select(_TaskRow, _ReplyRow.reply)
-            .outerjoin(
-                _ReplyRow,
-                (_ReplyRow.job_id == _TaskRow.job_id)
-                & (_ReplyRow.participant == _TaskRow.participant)
-                & (_ReplyRow.task_id == _TaskRow.task_id),
-            )
+            .outerjoin(_ReplyRow, _ANSWERS_TASK)
             .where(_TaskRow.job_id == job_id)
             .order_by(_TaskRow.participant, _TaskRow.task_id)
         )
@@ -634,6 +673,30 @@ class Database:
                 )
                 for row, reply in s.execute(query)
             }
+
+    def task_history(self, job_id: str) -> list[TaskHistory]:
+        """Every stored task of a job with when it and its answer were stored, in the order
+        they were stored (the answers themselves are not read, only a time-out's reason)."""
+        timed_out = case(
+            (_ReplyRow.reply.startswith('{"' + _TIMED_OUT), _ReplyRow.reply), else_=None
+        )
+        query = (
+            select(_TaskRow.participant, _TaskRow.task_id, _TaskRow.kind, _TaskRow.created_at,
+                   _ReplyRow.answered_at, timed_out)
+            .outerjoin(_ReplyRow, _ANSWERS_TASK)
+            .where(_TaskRow.job_id == job_id)
+            .order_by(_TaskRow.created_at, _TaskRow.task_id, _TaskRow.participant)
+        )
+        with self._session() as s:
+            return [
+                TaskHistory(
+                    participant=participant, task_id=task_id, kind=kind,
+                    stored_at=_aware(stored),
+                    answered_at=None if answered is None or reason else _aware(answered),
+                    timed_out=None if reason is None else json.loads(reason).get(_TIMED_OUT),
+                )
+                for participant, task_id, kind, stored, answered, reason in s.execute(query)
+            ]
 
     def tasks(self, job_id: str) -> list[TaskRecord]:
         """Every stored task of a job, by participant and task id, blobs put back."""

@@ -2,14 +2,18 @@
 
 ``run_federated_kmeans``: round 1 asks every participant to seed locally
 (``hold_kmeans_init``, a distinct seed each), later rounds send the global centers and ask for
-the local step (``hold_kmeans_step``); the server's weighted k-means over the held local means
-is :func:`protocol.maths.center_kmeans.center_kmeans`, asking only for sums
-(``coordinator.center_kmeans.FederatedCenters``: plain with ``summation=None``, masked or
-encrypted otherwise), seeded from sums in round 1 and warm-started after. It stops when the
+the local step (``hold_kmeans_step``); with ``init`` (the analyst's global centers) every
+round, the first included, is a local step from the global centers. The server's weighted
+k-means over the held local means is :func:`protocol.maths.center_kmeans.center_kmeans`,
+asking only for sums (``coordinator.center_kmeans.FederatedCenters``: plain with
+``summation=None``, masked or encrypted otherwise), seeded from sums in round 1 (from
+``init`` where given) and warm-started after. It stops when the
 matched global centers move less than ``eps`` (Frobenius norm), after ``max_rounds``, or with
 "empty_clusters" when the local means cannot fill K clusters.
 ``run_kfed``: one round of local k-means centers (``kfed_centers``, k_local = k by default)
-and the k-FED server step. Only what the participant methods return reaches the coordinator.
+and the k-FED server step; with ``faithful``, k-FED as Dennis et al. write it
+(``kfed_dennis_centers``, ``protocol.maths.kfed``'s module docstring says how they differ).
+Only what the participant methods return reaches the coordinator.
 
 Design notes: ``docs/center-kmeans.md`` (§ Round loops of federated k-means and k-FED).
 """
@@ -20,14 +24,15 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import Gatherer, RoundLog
+from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
 from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
 from fedclust.protocol.maths.federated_kmeans import match_order
-from fedclust.protocol.maths.kfed import combine_kfed
+from fedclust.protocol.maths.kfed import combine_kfed, combine_kfed_dennis
 
 __all__ = ["FKMParticipant", "KFedParticipant", "run_federated_kmeans", "run_kfed"]
 
@@ -55,6 +60,8 @@ class KFedParticipant(Protocol):
 
     def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray: ...
 
+    def kfed_dennis_centers(self, k_local: int, *, seed: int | None) -> FloatArray: ...
+
 
 def _participant_seeds(rng: np.random.Generator, n: int) -> list[int]:
     """One seed per participant, each from its own child stream of ``rng``."""
@@ -67,6 +74,7 @@ def run_federated_kmeans(
     *,
     max_rounds: int = 20,
     eps: float = 1e-3,
+    init: ArrayLike | None = None,
     seed: int | np.random.Generator | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
     summation: Summation | None = None,
@@ -78,11 +86,14 @@ def run_federated_kmeans(
         k: the number of global clusters.
         max_rounds: the most rounds, round 1 (initialisation) included.
         eps: stop when the matched center shift ||C_t - C_{t-1}||_F < eps.
+        init: (K, D) global centers to start from: round 1 is then a local step from them
+            and the server's k-means starts from them; None: local k-means++ seeding.
         seed: the participants' local seeding and the server's perturbations.
         summation: how the server k-means' sums are added (None: in the clear).
 
     Returns:
-        The global centers and the round history (round 1 has shift = inf).
+        The global centers and the round history (round 1 has shift = inf without
+        ``init``).
     """
     owner = "run_federated_kmeans"
     k = check_int(k, name="k", owner=owner, low=1)
@@ -96,6 +107,8 @@ def run_federated_kmeans(
     gatherer = Gatherer()
     log = RoundLog(on_round)
     centers: FloatArray | None = None
+    if init is not None:
+        centers = resolve_init(init, k, n_features, rng)
     contributors: FloatArray | None = None
     stop: StopReason = "max_rounds"
     for t in range(1, max_rounds + 1):
@@ -148,6 +161,7 @@ def run_kfed(
     k_local: int | None = None,
     seed: int | np.random.Generator | None = None,
     on_round: Callable[[RoundRecord], None] | None = None,
+    faithful: bool = False,
 ) -> FederatedResult:
     """One-shot k-FED (Dennis et al. 2021): local centers once, then the server step.
 
@@ -156,6 +170,8 @@ def run_kfed(
         k: the number of global clusters.
         k_local: local clusters per participant; default k.
         seed: algorithmic randomness (local seeding, choice of the starting participant).
+        faithful: Dennis et al.'s local and server steps ("kfed-dennis") instead of ours
+            ("kfed").
 
     Returns:
         The global centers; ``stop_reason`` is ``"one_shot"``.
@@ -168,10 +184,16 @@ def run_kfed(
     rng = rng_from(seed)
     seeds = _participant_seeds(rng, len(participants))
     gatherer = Gatherer()
-    local, names = gatherer.gather(
-        1, participants, lambda i, p: p.kfed_centers(k_local, seed=seeds[i])
-    )
-    centers = combine_kfed(local, k, seed=int(rng.integers(_SEED_BOUND)))
+    if faithful:
+        local, names = gatherer.gather(
+            1, participants, lambda i, p: p.kfed_dennis_centers(k_local, seed=seeds[i])
+        )
+        centers = combine_kfed_dennis(local, k, seed=int(rng.integers(_SEED_BOUND)))
+    else:
+        local, names = gatherer.gather(
+            1, participants, lambda i, p: p.kfed_centers(k_local, seed=seeds[i])
+        )
+        centers = combine_kfed(local, k, seed=int(rng.integers(_SEED_BOUND)))
     log = RoundLog(on_round)
     log.add(RoundRecord(round=1, shift=0.0, responders=names))
     return FederatedResult(
@@ -179,7 +201,8 @@ def run_kfed(
         1,
         "one_shot",
         tuple(log.records),
-        (f"k-FED with k_local={k_local}", *gatherer.notes),
+        (f"k-FED{' (Dennis et al.)' if faithful else ''} with k_local={k_local}",
+         *gatherer.notes),
     )
 
 
@@ -189,8 +212,8 @@ def procedure(
     """The registered procedure of "fkm" (``protocol.algorithms.fkm``)."""
     o = options
     return run_federated_kmeans(
-        participants, k, max_rounds=o.max_rounds, eps=o.eps, seed=o.rng, on_round=o.on_round,
-        summation=o.summation,
+        participants, k, max_rounds=o.max_rounds, eps=o.eps, init=o.init, seed=o.rng,
+        on_round=o.on_round, summation=o.summation,
     )
 
 
@@ -200,3 +223,12 @@ def procedure_kfed(
     """The registered procedure of "kfed" (``protocol.algorithms.kfed``): one shot, in the
     clear by design."""
     return run_kfed(participants, k, seed=options.rng, on_round=options.on_round)
+
+
+def procedure_kfed_dennis(
+    participants: Sequence[KFedParticipant], k: int, options: RunOptions
+) -> FederatedResult:
+    """The registered procedure of "kfed-dennis" (``protocol.algorithms.kfed``)."""
+    return run_kfed(
+        participants, k, seed=options.rng, on_round=options.on_round, faithful=True
+    )

@@ -118,3 +118,8 @@ class RemoteParticipant:
         spec = msg.KfedCentersTask(k_local=k_local, seed=seed)
         centers: FloatArray = self._ask(spec, msg.KfedCentersReply).centers.to_numpy()
         return centers
+
+    def kfed_dennis_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
+        spec = msg.KfedDennisCentersTask(k_local=k_local, seed=seed)
+        centers: FloatArray = self._ask(spec, msg.KfedCentersReply).centers.to_numpy()
+        return centers

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fedclust.coordinator.job import JobOutcome, result_document, run_job
 from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
 from fedclust.coordinator.result import ProgressCallback
 from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.coordinator.sweep import SweepResult
-from fedclust.core.validation import check_int
+from fedclust.core.validation import check_data, check_int
 from fedclust.counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
 from fedclust.crypto.masking import IdentityKey
 from fedclust.data.federations import Federation
@@ -28,7 +29,13 @@ from fedclust.participant.local import LocalParticipant
 from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.secure import PeerPins, SecureMember, SecureSession
 from fedclust.protocol.maths import metrics
-from fedclust.protocol.wire.messages import Algorithm, JobCreate, ProtectionScheme, ResultDocument
+from fedclust.protocol.wire.messages import (
+    Algorithm,
+    JobCreate,
+    ProtectionScheme,
+    ResultDocument,
+    draw_seed,
+)
 
 SIMULATION_JOB_ID = "simulation"
 
@@ -84,6 +91,7 @@ class SimulationReport:
     spec: JobCreate
     outcome: JobOutcome
     ari: tuple[float, ...] | None = None
+    client_weighted_ari: tuple[float, ...] | None = None
 
     @property
     def sweep(self) -> SweepResult:
@@ -95,7 +103,10 @@ class SimulationReport:
 
     def to_document(self) -> ResultDocument:
         """The result document, the same model the service returns."""
-        return result_document(self.outcome, self.spec, dataset=self.dataset, ari=self.ari)
+        return result_document(
+            self.outcome, self.spec, dataset=self.dataset, ari=self.ari,
+            client_weighted_ari=self.client_weighted_ari,
+        )
 
 
 def job_spec(
@@ -115,8 +126,13 @@ def job_spec(
     value_bound: float | None = None,
     min_center_contributors: int = 1,
     masking_graph: Literal["auto", "full"] = "auto",
+    init: ArrayLike | None = None,
 ) -> JobCreate:
     """The job a simulation runs, participants named ``participant-0``, ``participant-1``, ...
+
+    Without a ``seed`` one is drawn (:func:`protocol.wire.messages.draw_seed`) and recorded
+    in the job, so the result names the seed that replays it. The feature names are the
+    federation's columns (its loader's), when it has them.
 
     ``max_rows`` and ``value_bound`` override the bounds of the protected sums, which are
     otherwise derived from the participants' declarations (``coordinator.declarations``).
@@ -132,12 +148,14 @@ def job_spec(
         participants=[f"participant-{i}" for i in range(len(federation.parts))],
         k=k_list[0] if len(k_list) == 1 else None,
         k_range=None if len(k_list) == 1 else (k_list[0], k_list[-1]),
-        seed=seed,
+        seed=draw_seed() if seed is None else seed,
         standardise=standardise,
         local_k_range=None if local_ks is None else (min(local_ks), max(local_ks)),
         m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, protection=protection,
         max_rows=max_rows, value_bound=value_bound,
         min_center_contributors=min_center_contributors, masking_graph=masking_graph,
+        init=None if init is None else check_data(init, name="init").tolist(),
+        feature_names=None if federation.feature_names is None else list(federation.feature_names),
     )
 
 
@@ -217,6 +235,7 @@ def simulate(
     value_bound: float | None = None,
     min_center_contributors: int = 1,
     masking_graph: Literal["auto", "full"] = "auto",
+    init: ArrayLike | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> SimulationReport:
     """Run a K sweep of ``algorithm`` over the federation, in process.
@@ -225,7 +244,8 @@ def simulate(
         federation: the participants' datasets.
         algorithm: a registered sweep algorithm (``protocol.algorithms``).
         ks: the K values to sweep: one value, or a contiguous range.
-        seed: seeds every algorithmic random choice (initialisations, sampling).
+        seed: seeds every algorithmic random choice (initialisations, sampling); None:
+            one is drawn and recorded in the result (:func:`job_spec`).
         standardise: z-score the features with federated moments first (Σx, Σx², ΣN_l).
         local_ks: if given, each participant also reports its local-only choice of K
             over this range (Stallmann §2.2.3), and the rule-of-thumb range is reported.
@@ -239,6 +259,8 @@ def simulate(
             participants stand behind.
         masking_graph: whom each participant masks with ("auto": SecAgg+'s sparse graph
             where the cohort is large enough; "full": every pair).
+        init: (K, D) initial centers in the data's units, for one K and an algorithm that
+            starts from global centers (the job's ``init``); None: the algorithm's seeding.
         on_progress: told of each stage and round, as the coordinator's job runner is.
     """
     spec = job_spec(
@@ -246,6 +268,7 @@ def simulate(
         local_ks=local_ks, m=m, eps=eps, max_rounds=max_rounds, gamma=gamma,
         protection=protection, max_rows=max_rows, value_bound=value_bound,
         min_center_contributors=min_center_contributors, masking_graph=masking_graph,
+        init=init,
     )
     names = spec.participants
     counter = CountingService(names, min_participants=min_cohort)
@@ -257,13 +280,12 @@ def simulate(
     outcome = run_job(
         members, spec, total_count=counter.total, summation=summation, on_progress=on_progress
     )
-    ari = None
-    if federation.labels is not None:
-        truth = np.concatenate(federation.labels)
-        ari = tuple(
-            metrics.adjusted_rand(
-                truth, np.concatenate([p.assign(e.result.centers) for p in participants])
-            )
-            for e in outcome.sweep.entries
-        )
-    return SimulationReport(dataset=federation.name, spec=spec, outcome=outcome, ari=ari)
+    if federation.labels is None:
+        return SimulationReport(dataset=federation.name, spec=spec, outcome=outcome)
+    truth = list(federation.labels)
+    found = [[p.assign(e.result.centers) for p in participants] for e in outcome.sweep.entries]
+    return SimulationReport(
+        dataset=federation.name, spec=spec, outcome=outcome,
+        ari=tuple(metrics.adjusted_rand(np.concatenate(truth), np.concatenate(f)) for f in found),
+        client_weighted_ari=tuple(metrics.client_weighted_ari(truth, f) for f in found),
+    )

@@ -18,6 +18,7 @@ Design notes: ``docs/participant.md`` (§ The agent).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import logging
 import math
@@ -45,6 +46,7 @@ from tenacity import (
 
 from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import IdentityKey
+from fedclust.infra.logformat import startup_line, tls_mode
 from fedclust.infra.private_files import private_file, write_private
 from fedclust.participant.audit import AuditLog, Recipient
 from fedclust.participant.config import ParticipantConfig
@@ -54,7 +56,12 @@ from fedclust.participant.model_tasks import ModelTasks
 from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.rosters import RosterBook
 from fedclust.participant.secure import PeerPins, SecureSession, load_identity
-from fedclust.participant.terms import OwnBounds, held_bounds, require_task
+from fedclust.participant.terms import (
+    OwnBounds,
+    held_bounds,
+    require_feature_names,
+    require_task,
+)
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.rows import Rows, RowSource, largest_magnitude, pin_blas_threads
 from fedclust.protocol.wire import messages as msg
@@ -70,7 +77,8 @@ log = logging.getLogger("fedclust.participant")
 #: FedCRef an iteration's refinement, for fed-distill its distillation).
 STEP_KINDS: Final = frozenset(
     {
-        "fcm_sums", "local_fcm", "kfed_centers", "hold_local_fcm", "hold_kmeans_init",
+        "fcm_sums", "local_fcm", "kfed_centers", "kfed_dennis_centers", "hold_local_fcm",
+        "hold_kmeans_init",
         "hold_kmeans_step", "fedcref_refine", "distill_step",
     }
 )
@@ -254,6 +262,19 @@ class _Job:
 
 
 # -- the agent -----------------------------------------------------------------------------------
+def _log_model_device(config: ParticipantConfig) -> None:
+    """Log where the model-based algorithms will train (``[model] device``). A GPU named
+    explicitly is checked now, when PyTorch is installed, so that one the machine lacks fails
+    at start (ValueError naming the key); ``auto`` is resolved, and logged, at the first model
+    task (importing torch here would slow every agent's start)."""
+    if config.device.startswith("cuda") and importlib.util.find_spec("torch") is not None:
+        from fedclust.participant.deep.device import resolve_device
+
+        resolve_device(config.device, where="[model] device")
+    log.info("participant %s: model-based tasks train on [model] device = %r", config.id,
+             config.device)
+
+
 def run_agent(
     config: ParticipantConfig,
     *,
@@ -288,6 +309,11 @@ def run_agent(
             f"need 0 < retry_initial <= retry_max; got {retry_initial} and {retry_max}."
         )
     stop = stop if stop is not None else threading.Event()
+    log.info("%s", startup_line(
+        f"participant {config.id}",
+        calls=(("coordinator", config.coordinator_url), ("counting service", config.counting_url)),
+        tls=tls_mode(config.tls, serving=False, url=config.coordinator_url),
+    ))
     pin_blas_threads(1)
     identity = load_identity(config.identity_path)
     audit = AuditLog(config.audit_path, identity=identity)
@@ -311,6 +337,7 @@ def run_agent(
         declaration.value_bound,
         "derived from the data" if declaration.value_bound_derived else "configured",
     )
+    _log_model_device(config)
     auth = config.auth_headers
     timeout = httpx.Timeout(30.0, read=poll_wait + 30.0)
     verify = config.tls.httpx_verify()  # https:// services: [tls] ca, client certificate
@@ -619,6 +646,7 @@ class _Agent:
                     f"{spec.terms.algorithm!r}: refused."
                 )
             policy.require_protection(spec.terms.protection)
+            require_feature_names(spec.terms, own.n_features, self._config.data.columns)
             self._rosters.admit(task.job_id, spec.roster, policy, me=self._config.id)
             if state.terms is not None and state.terms != spec.terms:
                 raise RefusedError(
@@ -691,7 +719,7 @@ class _Agent:
         if isinstance(self._rows, Rows):
             local.model_tasks = ModelTasks(
                 self._rows.X, self._labels, name=self._config.id,
-                state=self._states.path(job_id),
+                state=self._states.path(job_id), device=self._config.device,
             )
         for s in state.standardisations:
             try:

@@ -1,11 +1,15 @@
 """The participant agent's configuration, read from ``participant.toml``.
 
-Tables: ``[participant]`` (id, coordinator_url, counting_url, token, state_dir, audit_log,
-identity_key), ``[tls]`` (optional, :mod:`fedclust.infra.tls`), ``[peers]`` (optional: peers'
-Ed25519 identity keys), ``[data]`` (path, columns, label_column, stream, memory_mb, missing,
-decimal, encoding) and ``[policy]`` (optional: :class:`~participant.policy.Policy`; its
-``row_bound`` and ``value_bound`` default to "auto", derived from the data and declared in the
-clear). :class:`ParticipantConfig` is the parsed file; :class:`DataSource` its data.
+Tables: ``[participant]`` (id, coordinator_url (else the one a bundled invite recorded at
+enrolment), counting_url, token, state_dir, audit_log, identity_key), ``[tls]`` (optional,
+:mod:`fedclust.infra.tls`; ``ca`` defaults to the CA the enrolment pinned), ``[peers]``
+(optional: peers' Ed25519 identity keys), ``[data]`` (path, columns, label_column, stream,
+memory_mb, missing, decimal, encoding), ``[model]`` (optional: ``device``, where the
+model-based algorithms train: ``auto``, the default, ``cpu``, ``cuda`` or ``cuda:N``; see
+:mod:`participant.deep.device`) and ``[policy]`` (optional:
+:class:`~participant.policy.Policy`; its ``row_bound`` and ``value_bound`` default to "auto",
+derived from the data and declared in the clear). :class:`ParticipantConfig` is the parsed
+file; :class:`DataSource` its data.
 
 Contracts: relative paths resolve against the config file's folder; every error (a
 ``ValueError``) names the file and the key; the token never appears in a message or a repr.
@@ -18,6 +22,7 @@ Design notes: ``docs/participant-config.md`` (§ ``participant.toml``: every key
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import os
@@ -25,7 +30,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +40,7 @@ from fedclust.core.validation import FloatArray, check_data
 from fedclust.infra.config_env import EnvSchema, tls_schema
 from fedclust.infra.config_toml import only_keys
 from fedclust.infra.tls import CLIENT_KEYS, TlsSettings
+from fedclust.participant.deep.device import check_device
 from fedclust.participant.policy import (
     PROTECTIONS,
     ROSTER_MEMBERS,
@@ -51,16 +57,27 @@ from fedclust.protocol.maths.rows import (
     chunk_rows,
 )
 
+if TYPE_CHECKING:
+    from fedclust.data.loaders import LoadedData
+
 __all__ = [
+    "ENROLLED_CA_FILE",
     "ENROLLED_TOKEN_FILE",
+    "ENROLLED_URL_FILE",
     "DataSource",
     "ParticipantConfig",
+    "enrolled_ca_path",
     "enrolled_token_path",
+    "enrolled_url_path",
     "load_data",
 ]
 
 #: The file in the state folder holding the token ``fedclust participant enrol`` received.
 ENROLLED_TOKEN_FILE = "participant.token"
+#: The files in which enrolling with a bundled invite records the coordinator's URL and the
+#: CA certificate it pinned.
+ENROLLED_URL_FILE = "coordinator.url"
+ENROLLED_CA_FILE = "coordinator-ca.pem"
 
 #: Tokens that are an example's placeholder, not a credential (REPLACE-WITH-..., <...>).
 _PLACEHOLDER = re.compile(r"(?i)replace|change[-_ ]?me|^<.*>$|your[-_ ]token|^todo")
@@ -88,6 +105,7 @@ _ENV = EnvSchema({
         "roster_members": str, "protections": list[str],
     },
     "peers": dict[str, str],
+    "model": {"device": str},
     "tls": tls_schema(CLIENT_KEYS),
 })
 
@@ -146,6 +164,7 @@ class ParticipantConfig:
     identity_key: Path | None = None
     peers: Mapping[str, str] = field(default_factory=dict)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    device: str = "auto"
 
     @property
     def auth_headers(self) -> dict[str, str]:
@@ -224,7 +243,7 @@ class ParticipantConfig:
 
 
 def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
-    only_keys(doc, {"participant", "data", "policy", "peers", "tls"}, where="the file")
+    only_keys(doc, {"participant", "data", "policy", "peers", "tls", "model"}, where="the file")
     section = _table(doc, "participant", required=True)
     only_keys(
         section,
@@ -234,11 +253,15 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         },
         where="[participant]",
     )
-    for key in ("id", "coordinator_url", "counting_url"):
+    for key in ("id", "counting_url"):
         _get(section, key, str, where="[participant]", required=True)
     pid = section["id"]
     state_dir = _get(section, "state_dir", str, where="[participant]") or f"state-{pid}"
-    tls = TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS)
+    coordinator_url = _coordinator_url(section, _resolve(base, state_dir))
+    tls = _with_enrolled_ca(
+        TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS),
+        _resolve(base, state_dir),
+    )
     token = _token(section, _resolve(base, state_dir), certificate=tls.certificate is not None)
     audit_log = _get(section, "audit_log", str, where="[participant]") or f"audit-{pid}.jsonl"
     identity = _get(section, "identity_key", str, where="[participant]") or f"identity-{pid}.key"
@@ -288,9 +311,12 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         )
 
     peers = _peers(_table(doc, "peers", required=False))
+    model = _table(doc, "model", required=False)
+    only_keys(model, {"device"}, where="[model]")
+    device = check_device(model.get("device", "auto"), where="[model] device")
     return ParticipantConfig(
         id=pid,
-        coordinator_url=section["coordinator_url"],
+        coordinator_url=coordinator_url,
         counting_url=section["counting_url"],
         token=token,
         state_dir=_resolve(base, state_dir),
@@ -300,6 +326,7 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         ),
         policy=_policy(_table(doc, "policy", required=False), peers=peers),
         peers=peers,
+        device=device,
         audit_log=_resolve(base, audit_log),
         identity_key=_resolve(base, identity),
         tls=tls,
@@ -310,6 +337,39 @@ def enrolled_token_path(state_dir: Path) -> Path:
     """Where ``fedclust participant enrol`` keeps the token it received (0600, in the state
     folder, so the config file never holds a secret it did not hold before)."""
     return state_dir / ENROLLED_TOKEN_FILE
+
+
+def enrolled_url_path(state_dir: Path) -> Path:
+    """Where enrolling with a bundled invite records the coordinator's URL, which the agent
+    uses when ``[participant] coordinator_url`` is absent."""
+    return state_dir / ENROLLED_URL_FILE
+
+
+def enrolled_ca_path(state_dir: Path) -> Path:
+    """Where enrolling with a bundled invite keeps the CA certificate it pinned, which the
+    agent trusts when ``[tls] ca`` is absent."""
+    return state_dir / ENROLLED_CA_FILE
+
+
+def _coordinator_url(section: Mapping[str, Any], state_dir: Path) -> str:
+    """``[participant] coordinator_url``, else the one the enrolment recorded."""
+    url = _get(section, "coordinator_url", str, where="[participant]")
+    if url is not None:
+        return str(url)
+    try:
+        return enrolled_url_path(state_dir).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ValueError(
+            "[participant] is missing 'coordinator_url', and no enrolment recorded one: "
+            "name the coordinator, or enrol with the invite the federation's admin gave you "
+            "(`fedclust participant enrol --invite INVITE --config FILE`)."
+        ) from None
+
+
+def _with_enrolled_ca(tls: TlsSettings, state_dir: Path) -> TlsSettings:
+    """``tls`` trusting the CA the enrolment pinned, where ``[tls] ca`` names none."""
+    pinned = enrolled_ca_path(state_dir)
+    return dataclasses.replace(tls, ca=pinned) if tls.ca is None and pinned.is_file() else tls
 
 
 def _token(section: Mapping[str, Any], state_dir: Path, *, certificate: bool) -> str | None:
@@ -535,6 +595,19 @@ def load_data(source: DataSource) -> FloatArray:
             a value is NaN/infinite, or Parquet is asked for without ``pyarrow`` installed.
             Messages name the file and the column, never a data value.
     """
+    return load_rows(source).X
+
+
+def load_rows(source: DataSource, *, id_column: str | None = None) -> LoadedData:
+    """:func:`load_data`'s rows with each row's index among the file's data rows (rows left
+    out by ``missing = "drop"`` counted) and, if asked, the text of ``id_column`` (a CSV,
+    ARFF or Parquet column): what ``fedclust participant assign`` writes beside its labels.
+
+    Raises:
+        ValueError: as :func:`load_data`, or an ``id_column`` of a ``.npy`` file.
+    """
+    from fedclust.data.loaders import LoadedData, load_dataset  # pyarrow: imported lazily
+
     path = source.path
     if not path.is_file():
         raise ValueError(f"data file {path} does not exist.")
@@ -544,7 +617,10 @@ def load_data(source: DataSource) -> FloatArray:
         raise ValueError(
             f"[data] {path.name} has a label_column: list its feature columns in [data] columns."
         )
+    ids = rows = None
     if name.endswith(".npy"):
+        if id_column is not None:
+            raise ValueError(f"--id-column needs a CSV, ARFF or Parquet file; {path.name} is .npy.")
         columns = source.columns
         if columns is None and isinstance(label, int):
             width = _load_npy(path, None).shape[1]
@@ -552,15 +628,20 @@ def load_data(source: DataSource) -> FloatArray:
         X = _load_npy(path, columns)
     elif name.endswith(_PARQUET_SUFFIXES):
         X = _load_parquet(path, _names(source.columns, path))
+        if id_column is not None:
+            ids = _parquet_text(path, id_column)
     else:
-        from fedclust.data.loaders import load_dataset
-
         names = _names(source.columns, path)
-        X = load_dataset(
+        loaded = load_dataset(
             path, columns=None if names is None else list(names), missing=source.missing,
-            decimal=source.decimal, encoding=source.encoding,
-        ).X
-    return check_data(X, name=f"data file {path}")
+            decimal=source.decimal, encoding=source.encoding, id_column=id_column,
+            naming="config",
+        )
+        X, rows, ids = loaded.X, loaded.rows, loaded.ids
+    X = check_data(X, name=f"data file {path}")
+    if rows is None:
+        rows = np.arange(X.shape[0], dtype=np.int64)
+    return LoadedData(X, rows=rows, ids=ids)
 
 
 def stream_data(source: DataSource) -> RowSource:
@@ -630,7 +711,7 @@ def load_labels(source: DataSource) -> NDArray[np.int64] | None:
 
         y = np.asarray(
             load_dataset(path, columns=[str(label)], decimal=source.decimal,
-                         encoding=source.encoding).X,
+                         encoding=source.encoding, naming="config").X,
             dtype=np.float64,
         )[:, 0]
     if not (np.isfinite(y).all() and (y == np.round(y)).all() and (y >= 0).all()):
@@ -668,6 +749,17 @@ def _load_npy(path: Path, columns: Sequence[str | int] | None) -> FloatArray:
             f"[data] columns {bad} are out of range: {path.name} has {arr.shape[1]} columns."
         )
     return np.asarray(arr[:, idx], dtype=np.float64)
+
+
+def _parquet_text(path: Path, column: str) -> NDArray[np.str_]:
+    """One column of a Parquet file as text (read after :func:`_load_parquet`, so pyarrow is
+    importable)."""
+    import pyarrow.parquet as pq
+
+    if column not in pq.read_schema(path).names:
+        raise ValueError(f"--id-column: {path.name} has no column {column!r}.")
+    values = pq.read_table(path, columns=[column]).column(0).to_pylist()
+    return np.array(["" if v is None else str(v) for v in values], dtype=np.str_)
 
 
 def _load_parquet(path: Path, columns: tuple[str, ...] | None) -> FloatArray:

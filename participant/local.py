@@ -267,6 +267,13 @@ class LocalParticipant:
             self._in_memory(), k_local, p=self.policy.min_cluster_size, seed=seed
         )
 
+    def kfed_dennis_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
+        """Local k-means centers of clusters with >= p points, k-FED as Dennis et al. write it."""
+        self.policy.require("kfed-dennis")
+        return kfed.dennis_local_centers(
+            self._in_memory(), k_local, p=self.policy.min_cluster_size, seed=seed
+        )
+
     # -- evaluation (simulator only: a real agent never sends labels) ------------------------
     def assign(self, centers: ArrayLike) -> NDArray[np.intp]:
         """Hard assignment of the local rows to the nearest center."""
@@ -309,6 +316,10 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
         case msg.KfedCentersTask(k_local=k_local, seed=seed):
             return msg.KfedCentersReply(
                 centers=msg.WireArray.of(computations.kfed_centers(k_local, seed=seed))
+            )
+        case msg.KfedDennisCentersTask(k_local=k_local, seed=seed):
+            return msg.KfedCentersReply(
+                centers=msg.WireArray.of(computations.kfed_dennis_centers(k_local, seed=seed))
             )
         case msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed):
             return msg.LocalKReply(k=computations.local_k(k_min, k_max, m=m, seed=seed))

@@ -204,7 +204,7 @@ def simulated(spec: JobCreate) -> ResultDocument:
     )
     doc = report.to_document()
     return doc.model_copy(update={"dataset": None, "sweep": [
-        e.model_copy(update={"ari": None}) for e in doc.sweep
+        e.model_copy(update={"ari": None, "client_weighted_ari": None}) for e in doc.sweep
     ]})
 
 

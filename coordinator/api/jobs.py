@@ -10,6 +10,7 @@ import secrets
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
+from fastapi.responses import PlainTextResponse
 
 from fedclust.coordinator.api.deps import (
     Analyst,
@@ -21,13 +22,19 @@ from fedclust.coordinator.api.deps import (
 )
 from fedclust.coordinator.db import JobRecord
 from fedclust.coordinator.disclosures import ledger
-from fedclust.protocol.wire.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
+from fedclust.protocol.wire.messages import (
+    DisclosureLedger,
+    JobCreate,
+    JobHistory,
+    JobPublic,
+    ResultDocument,
+    draw_seed,
+)
+from fedclust.protocol.wire.result_tables import TABLES, TableName, table_csv
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["jobs"])
-
-_SEED_BOUND = 2**32
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 
@@ -97,6 +104,18 @@ def _common_schema(services: ServicesDep, spec: JobCreate, members: Authenticato
             f"the public set has {spec.distill.public.shape[1]} columns; the participants have "
             f"{widths[first]} features",
         )
+    if spec.feature_names is not None and len(spec.feature_names) != widths[first]:
+        raise unprocessable(
+            "feature_names",
+            f"the job names {len(spec.feature_names)} features; the participants have "
+            f"{widths[first]}",
+        )
+    if spec.init is not None and len(spec.init[0]) != widths[first]:
+        raise unprocessable(
+            "init",
+            f"init rows have {len(spec.init[0])} values; the participants have "
+            f"{widths[first]} features",
+        )
     return widths[first]
 
 
@@ -120,7 +139,7 @@ def create_job(
     spec = body
     if spec.seed is None:
         spec = JobCreate.model_validate(
-            {**body.model_dump(), "seed": secrets.randbelow(_SEED_BOUND)}
+            {**body.model_dump(), "seed": draw_seed()}
         )
     job_id = f"job-{secrets.token_hex(8)}"
     record = services.db.create_job(job_id, spec, n_features=n_features, owner=analyst.name)
@@ -161,6 +180,11 @@ def get_job(job_id: JobId, analyst: Analyst, services: ServicesDep) -> JobPublic
 )
 def get_job_result(job_id: JobId, analyst: Analyst, services: ServicesDep) -> ResultDocument:
     """The result document; 409 until the job has succeeded."""
+    return _result(services, job_id, analyst)
+
+
+def _result(services: ServicesDep, job_id: str, analyst: AnalystIdentity) -> ResultDocument:
+    """The finished job's result document, or 404 (:func:`_job`) or 409 (not succeeded)."""
     job = _job(services, job_id, analyst)
     if job.state != "succeeded" or job.result is None:
         reason = f": {job.error}" if job.error else ""
@@ -168,6 +192,28 @@ def get_job_result(job_id: JobId, analyst: Analyst, services: ServicesDep) -> Re
             status.HTTP_409_CONFLICT, f"job {job_id!r} is {job.state}{reason}; no result"
         )
     return job.result
+
+
+@router.get(
+    "/jobs/{job_id}/result/{table}.csv",
+    response_class=PlainTextResponse,
+    operation_id="get_job_result_table",
+    summary="Get a table of a finished job's result as CSV",
+    responses={
+        200: {"content": {"text/csv": {}}, "description": "The table, header row first"},
+        **error_responses(401, 403, 404, 409),
+    },
+)
+def get_job_result_table(
+    job_id: JobId, table: TableName, analyst: Analyst, services: ServicesDep
+) -> PlainTextResponse:
+    """``sweep.csv`` or ``centers.csv`` (``protocol.wire.result_tables``), exactly as
+    ``fedclust job result ID --out DIR`` writes them; 409 until the job has succeeded."""
+    frame = TABLES[table](_result(services, job_id, analyst))
+    return PlainTextResponse(
+        table_csv(frame), media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{job_id}-{table}.csv"'},
+    )
 
 
 @router.get(
@@ -186,6 +232,22 @@ def get_job_disclosures(
     job = _job(services, job_id, analyst)
     services.broker.flush()  # replies received so far are stored
     return ledger(job, services.db.tasks(job_id))
+
+
+@router.get(
+    "/jobs/{job_id}/history",
+    response_model=JobHistory,
+    operation_id="get_job_history",
+    summary="Get a job's history: its tasks, when they and their answers were stored",
+    responses=error_responses(401, 403, 404),
+)
+def get_job_history(job_id: JobId, analyst: Analyst, services: ServicesDep) -> JobHistory:
+    """The job (state, progress, error) and every task handed out so far: participant, task
+    number and kind, when the task and its answer were stored, or why it timed out. What
+    the progress showed over time; no answer's content. Available in every state."""
+    job = _job(services, job_id, analyst)
+    services.broker.flush()  # replies received so far are stored
+    return JobHistory(job=_public(services, job), tasks=services.db.task_history(job_id))
 
 
 @router.post(

@@ -1,6 +1,8 @@
 """Command-line flags generated from an algorithm's parameters model (``JobCreate``'s block
 named by its registered ``params_block``): one flag per field, its type or choices and its
-help from the field, and no default of its own (a flag left out leaves the model's)."""
+help from the field, and no default of its own (a flag left out leaves the model's), and
+``--preset NAME``: the algorithm's registered preset (``AlgorithmSpec.presets``), under the
+flags given."""
 
 from __future__ import annotations
 
@@ -64,6 +66,13 @@ def add_params_flags(parser: argparse.ArgumentParser) -> dict[str, Any]:
     """One argument group per registered algorithm with a parameters block; the groups by
     algorithm."""
     groups: dict[str, Any] = {}
+    presets = sorted({p for a in algorithms.names() for p in algorithms.get(a).presets})
+    parser.add_argument(
+        "--preset", choices=presets, default=None,
+        help="a named set of the algorithm's parameters (code: the authors' code's defaults; "
+        "paper: the paper's stated values; docs/fedcref.md, docs/fed-distill.md); the "
+        "flags given override it",
+    )
     for algorithm in algorithms.names():
         model = params_model(algorithm)
         if model is None:
@@ -98,6 +107,8 @@ def params_from_flags(args: argparse.Namespace, algorithm: str) -> dict[str, Any
     model = params_model(algorithm)
     if model is None:
         return {}
+    preset = getattr(args, "preset", None)
+    fields = {} if preset is None else algorithms.get(algorithm).preset(preset)
     given = {name: getattr(args, flag[2:].replace("-", "_"), None)
              for name, flag in _fields(algorithm, model)}
-    return {name: value for name, value in given.items() if value is not None}
+    return {**fields, **{name: value for name, value in given.items() if value is not None}}

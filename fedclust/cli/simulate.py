@@ -1,8 +1,15 @@
-"""``fedclust simulate``: a federated K sweep, or a model-based algorithm, in one process."""
+"""``fedclust simulate``: a federated K sweep, or a model-based algorithm, in one process.
+
+The computing modules are imported by :func:`run`, after :func:`starting` has been announced,
+so that ``fedclust simulate --help`` and the first line come at once.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fedclust.cli._common import (
@@ -17,12 +24,8 @@ from fedclust.cli._common import (
     _k_range,
     _valid_job,
 )
-from fedclust.data.federations import SYNTHETIC, build_federation
-from fedclust.exports import with_feature_names, write_exports
-from fedclust.progress import SweepProgress
+from fedclust.data import SYNTHETIC
 from fedclust.protocol import algorithms
-from fedclust.report import format_result
-from fedclust.simulate import job_spec, simulate
 
 
 def add_arguments(sim: argparse.ArgumentParser) -> None:
@@ -75,7 +78,18 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
     ks = sim.add_mutually_exclusive_group()
     ks.add_argument("--k", type=int, metavar="K", help="a single number of clusters (>= 2)")
     ks.add_argument("--k-range", type=_k_range, metavar="A:B", help="sweep K from A to B")
-    sim.add_argument("--seed", type=int, help="seed of every algorithmic random choice")
+    sim.add_argument(
+        "--seed", type=int,
+        help="seed of the data split and every algorithmic random choice (default: drawn "
+        "and recorded in the result, so that --seed with it replays the run; 0 for the "
+        "model-based algorithms)",
+    )
+    sim.add_argument(
+        "--init", type=Path, metavar="PATH",
+        help="initial centers: a CSV (an optional header row naming the features) or .npy "
+        "file of K rows by the data's D columns, in the data's units; needs a single --k and "
+        "an algorithm that starts from global centers (default: the algorithm's seeding)",
+    )
     sim.add_argument("--standardise", action="store_true", help="federated z-scores first")
     sim.add_argument("--local", action="store_true", help="also report each local-only K")
     sim.add_argument(
@@ -121,6 +135,13 @@ _MODEL = algorithms.names("model")
 # The model-based flags: (flag, type or choices, metavar, algorithms that take it, help).
 # Their argparse default is None; deep_simulate resolves the defaults the help states.
 _DEEP_OPTIONS: tuple[tuple[str, Any, str | None, tuple[str, ...], str], ...] = (
+    ("--preset", ("code", "paper"), None, _MODEL,
+     "code (default: the project's quick set-up on digits, the authors' code's training) or "
+     "paper (the paper's data set, scale and hyper-parameters; docs/fedcref.md, "
+     "docs/fed-distill.md); a flag given overrides the preset's value"),
+    ("--device", str, "DEVICE", _MODEL,
+     "where the participants train: auto (a CUDA GPU when torch sees one, else the CPU; "
+     "default), cpu, cuda or cuda:N"),
     ("--samples-per-class", int, "N", _MODEL,
      "training images per class per client (default 30)"),
     ("--groups", int, "G", _DISTILL, "true groups of clients (default 3)"),
@@ -134,6 +155,11 @@ _DEEP_OPTIONS: tuple[tuple[str, Any, str | None, tuple[str, ...], str], ...] = (
     ("--distill-epochs", int, "E", _DISTILL,
      "distillation epochs (default 30 with an MLP on digits; 50, the paper's, with a CNN on "
      "mnist)"),
+    ("--learning-rate", float, "LR", _DISTILL,
+     "Adam's learning rate, local and distillation (default 1e-3; paper preset 1e-4)"),
+    ("--batch-size", int, "B", _DISTILL,
+     "batch size, local and distillation (default: the authors' code's 32 and 64; paper "
+     "preset 128)"),
     ("--mode", ("clustered", "global", "local"), None, _DISTILL,
      "clustered (the paper, default), global (FedDF-style, one teacher) or local (no "
      "sharing)"),
@@ -155,9 +181,10 @@ _DEEP_OPTIONS: tuple[tuple[str, Any, str | None, tuple[str, ...], str], ...] = (
     ("--refine-with", ("groups", "all"), None, _FEDCREF,
      "federated models a client refines with: every group's (default, the authors' code) "
      "or its own groups' only"),
-    ("--local-epochs", int, "E", _FEDCREF,
-     "local autoencoder training epochs, early stopping (default 60; the paper's 20 suit its "
-     "clusters of thousands of images, smaller ones need more steps)"),
+    ("--local-epochs", int, "E", _MODEL,
+     "most local training epochs, early stopping (fedcref: default 60, paper preset 20, "
+     "clusters of tens of rows need the extra steps; fed-distill: default 30, paper preset "
+     "25)"),
     ("--param-bound", float, "B", _FEDCREF,
      "with masking: declared bound on |model parameter| (default 100); the masked field "
      "n*theta is bounded by B times the largest client's rows"),
@@ -171,6 +198,7 @@ _SWEEP_ONLY = {
     "beta": "--beta", "k": "--k", "k_range": "--k-range", "standardise": "--standardise",
     "local": "--local", "local_range": "--local-range", "m": "--m", "eps": "--eps",
     "max_rounds": "--max-rounds", "gamma": "--gamma", "min_cohort": "--min-cohort",
+    "init": "--init",
     "transport": "--transport", "max_rows": "--max-rows", "value_bound": "--value-bound",
 }
 
@@ -180,8 +208,9 @@ def _add_deep_arguments(sim: argparse.ArgumentParser) -> None:
         "model-based algorithms (fedcref, fed-distill)",
         "Need PyTorch (fedclust[deep]). Data: --dataset digits (scikit-learn's 8x8 digits; "
         "small models and few epochs, each default run well under a minute) or --dataset "
-        "mnist (../shared/datasets/mnist). The federation is simulated from the labelled "
-        "images; --seed (default 0) fixes data split, training and grouping. --protection "
+        "mnist ($FEDCLUST_DATASETS/mnist, default ../shared/datasets/mnist). The federation "
+        "is simulated from the labelled images; --seed (default 0) fixes data split, "
+        "training and grouping. --protection "
         "masking (default) masks every group sum of >= 3 members; none sums in the clear. "
         "fedcref also takes --alpha (eq. 2 percentile, default 75). The sweep flags (--k, "
         "--k-range, --data, ...) do not apply.",
@@ -240,27 +269,95 @@ def _simulate_deep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _initial_centers(
+    args: argparse.Namespace, n_features: int, feature_names: Sequence[str] | None
+) -> Any:
+    """The (K, D) centers of ``--init``: a .npy array, or a CSV whose first row may name the
+    features (then as the data's, in order). Errors name ``--init`` and what it needs."""
+    import numpy as np
+
+    path: Path = args.init
+    spec = algorithms.get(args.algorithm)
+    if not spec.takes_init:
+        taking = ", ".join(n for n in algorithms.names() if algorithms.get(n).takes_init)
+        raise ValueError(
+            f"--init does not apply to --algorithm {args.algorithm} (it does not start from "
+            f"global centers); it applies to {taking}"
+        )
+    if args.k is None:
+        raise ValueError(
+            "--init gives the K initial centers of a single --k; it does not apply with "
+            "--k-range"
+        )
+    header: list[str] | None = None
+    try:
+        if path.suffix.lower() == ".npy":
+            centers = np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
+        else:
+            with path.open(encoding="utf-8") as f:
+                first = next(csv.reader(f), [])
+            try:
+                np.asarray(first, dtype=np.float64)
+            except ValueError:
+                header = [v.strip() for v in first]
+            centers = np.loadtxt(path, delimiter=",", ndmin=2, skiprows=int(header is not None))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--init: cannot read {path}: {exc}") from None
+    if header is not None and feature_names is not None and header != list(feature_names):
+        raise ValueError(
+            f"--init: the header of {path} names {header}; the data's features are "
+            f"{list(feature_names)}, in that order"
+        )
+    if centers.ndim != 2 or centers.shape != (args.k, n_features):
+        raise ValueError(
+            f"--init: {path} holds an array of shape {centers.shape}; --k {args.k} over data "
+            f"of {n_features} features needs {args.k} rows of {n_features} values"
+        )
+    if not np.isfinite(centers).all():
+        raise ValueError(f"--init: {path} holds a NaN or infinite value")
+    return centers
+
+
+def starting(args: argparse.Namespace) -> str:
+    """The first line: the algorithm, the data and the K values."""
+    ks = "" if args.k is None and args.k_range is None else "  K=" + (
+        str(args.k) if args.k is not None else f"{args.k_range[0]}..{args.k_range[-1]}"
+    )
+    return f"{args.algorithm} on {args.dataset or args.data}{ks}"
+
+
 def run(args: argparse.Namespace) -> int:
+    from fedclust.data.federations import build_federation
+    from fedclust.exports import write_exports
+    from fedclust.progress import SweepProgress
+    from fedclust.protocol.wire.messages import draw_seed
+    from fedclust.report import format_result
+    from fedclust.simulate import job_spec, simulate
+
     _check_deep_flags(args, args.simulate_parser)
     if algorithms.get(args.algorithm).family == "model":
         return _simulate_deep(args)
+    seed = draw_seed() if args.seed is None else args.seed  # recorded: --seed replays it
     federation = build_federation(
         dataset=args.dataset, data=args.data, columns=args.columns, split_by=args.split_by,
         label_column=args.label_column, participants=args.participants, split=args.split,
-        alpha=0.5 if args.alpha is None else args.alpha, beta=args.beta, seed=args.seed,
+        alpha=0.5 if args.alpha is None else args.alpha, beta=args.beta, seed=seed,
         missing=args.missing, decimal=args.decimal, encoding=args.encoding,
     )
     _check_protection(args)
     ks = [args.k] if args.k is not None else args.k_range
     local_ks = (args.local_range or ks) if args.local else None
     params: dict[str, Any] = {
-        "algorithm": args.algorithm, "ks": ks, "seed": args.seed,
+        "algorithm": args.algorithm, "ks": ks, "seed": seed,
         "standardise": args.standardise, "local_ks": local_ks, "m": args.m, "eps": args.eps,
         "max_rounds": args.max_rounds, "gamma": args.gamma, "protection": args.protection,
         "max_rows": args.max_rows, "value_bound": args.value_bound,
         "min_center_contributors": args.min_center_contributors,
         "masking_graph": args.masking_graph,
     }
+    if args.init is not None:
+        params["init"] = _initial_centers(args, federation.parts[0].shape[1],
+                                          federation.feature_names)
     spec = _valid_job(lambda: job_spec(federation, **params))
     if args.transport == "asgi":
         from fedclust.inprocess import run_in_process
@@ -272,7 +369,6 @@ def run(args: argparse.Namespace) -> int:
                 federation, min_cohort=args.min_cohort, on_progress=progress.simulation,
                 **params,
             ).to_document()
-    doc = with_feature_names(doc, federation.feature_names)
     if args.out is not None:
         write_exports(doc, args.out)
     if args.json:

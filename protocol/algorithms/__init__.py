@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, Literal, TypeVar
 
 __all__ = [
@@ -65,6 +65,10 @@ class AlgorithmSpec:
             ``statistic`` tasks; a participant refuses any other.
         params_block: the field of a job (``JobCreate``) holding its own parameters model,
             from which the command line's flags are made; None: the job's common ones only.
+        presets: named sets of values of its parameters model's fields (``--preset``; e.g.
+            "paper" beside "code", the model's defaults); each documented where declared.
+        takes_init: its runs start from global centers, which a job's ``init`` can give
+            (the analyst's K initial centers instead of the driver's own seeding).
     """
 
     name: str
@@ -80,6 +84,9 @@ class AlgorithmSpec:
     counts_contributors: bool = False
     statistics: frozenset[str] = frozenset()
     params_block: str | None = None
+    takes_init: bool = False
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
+
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
             raise ValueError(f"an algorithm name is letters, digits, '-', '_' and '.'; got "
@@ -104,6 +111,13 @@ class AlgorithmSpec:
     def procedure(self) -> Callable[..., Any]:
         """Its coordinator-side procedure, imported on first use."""
         return _load(self.procedure_path)
+
+    def preset(self, name: str) -> dict[str, Any]:
+        """The parameter values of preset ``name``; ValueError naming the presets it has."""
+        if name not in self.presets:
+            have = ", ".join(sorted(self.presets)) or "none"
+            raise ValueError(f"--preset {name!r} is not one of {self.name}'s presets ({have}).")
+        return dict(self.presets[name])
 
 
 Shapes = Callable[[int, tuple[int, ...]], dict[str, tuple[int, ...]]]

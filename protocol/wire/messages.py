@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +54,8 @@ from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
 PROTOCOL_VERSION: Final = 2
 MAX_ARRAY_ELEMENTS: Final = 10_000_000
+#: The most values a job's ``init`` (its K initial centers) holds.
+MAX_INIT_VALUES: Final = 1_000_000
 #: Largest request body a service reads (the largest array, base64, fits with room to spare).
 MAX_BODY_BYTES: Final = 128 * 1024 * 1024
 _DTYPES: Final[dict[str, np.dtype[Any]]] = {
@@ -106,6 +109,14 @@ MAX_WIRE_INT: Final = 2**53
 WireInt = Annotated[int, Field(ge=0, le=MAX_WIRE_INT)]
 #: A seed: any non-negative signed 64-bit integer.
 Seed64 = Annotated[int, Field(ge=0, le=2**63 - 1)]
+#: A feature (column) name a job declares: printable text, no control characters.
+FeatureName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+def draw_seed() -> int:
+    """A fresh seed for a run given none: 32 bits from the operating system's random
+    source. The run records it, so passing it back as the seed replays the run."""
+    return secrets.randbelow(2**32)
 
 
 class _Strict(BaseModel):
@@ -249,9 +260,19 @@ class SilhouetteSumsTask(_Strict):
 
 
 class KfedCentersTask(_Strict):
-    """Local k-means centers for k-FED (Dennis et al.)."""
+    """Local k-means centers for k-FED (Dennis et al.), "kfed"'s local step."""
 
     kind: Literal["kfed_centers"] = "kfed_centers"
+    k_local: int = Field(ge=1, le=10_000)
+    seed: Seed64 | None = None
+
+
+class KfedDennisCentersTask(_Strict):
+    """Local k-means centers for k-FED as Dennis et al. write it ("kfed-dennis"'s local step:
+    SVD projection, k-means++ seeding, the 1:3 split, Lloyd); answered with a
+    :class:`KfedCentersReply`."""
+
+    kind: Literal["kfed_dennis_centers"] = "kfed_dennis_centers"
     k_local: int = Field(ge=1, le=10_000)
     seed: Seed64 | None = None
 
@@ -339,6 +360,9 @@ class DistillTrainTask(_Strict):
     seed: int = Field(ge=0, le=2**31 - 1)
     n_classes: int = Field(ge=2, le=10_000)
     classifier: Literal["mlp", "cnn"] = "mlp"
+    max_epochs: int = Field(default=30, ge=1, le=10_000)
+    learning_rate: float = Field(default=1e-3, gt=0.0, le=10.0)
+    batch_size: int = Field(default=32, ge=1, le=100_000)
 
 
 class DistillCountsTask(_Strict):
@@ -369,6 +393,8 @@ class DistillStepTask(_Strict):
     temperature: float = Field(gt=0.0, le=1000.0)
     epochs: int = Field(ge=0, le=10_000)
     seed: int = Field(ge=0, le=2**31 - 1)
+    learning_rate: float = Field(default=1e-3, gt=0.0, le=10.0)
+    batch_size: int = Field(default=64, ge=1, le=100_000)
 
 
 # -- FedCRef (Nardi, Valerio & Passarella; coordinator.fedcref) ----------------------------------
@@ -600,6 +626,7 @@ TaskSpec = Annotated[
     | FuzzyDbSumsTask
     | SilhouetteSumsTask
     | KfedCentersTask
+    | KfedDennisCentersTask
     | LocalKTask
     | HoldLocalFcmTask
     | HoldKmeansInitTask
@@ -956,6 +983,7 @@ REPLY_KIND: Final[dict[str, str]] = {
     "fuzzy_db_sums": "fuzzy_db_sums",
     "silhouette_sums": "silhouette_sums",
     "kfed_centers": "kfed_centers",
+    "kfed_dennis_centers": "kfed_centers",
     "local_k": "local_k",
     "hold_local_fcm": "ack",
     "hold_kmeans_init": "ack",
@@ -1097,6 +1125,18 @@ class DistillParams(_Strict):
     )
     temperature: float = Field(default=0.1, gt=0.0, le=1000.0, description="Distillation T.")
     epochs: int = Field(default=30, ge=0, le=10_000, description="Distillation epochs.")
+    local_epochs: int = Field(
+        default=30, ge=1, le=10_000,
+        description="Most local training epochs (early stopping, patience 3).",
+    )
+    learning_rate: float = Field(
+        default=1e-3, gt=0.0, le=10.0, description="Adam's learning rate, local and distillation."
+    )
+    batch_size: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Batch size of local training and distillation; absent: the authors' code's "
+        "32 and 64.",
+    )
     classifier: Literal["mlp", "cnn"] = Field(
         default="mlp", description="'cnn' needs square images (n_features a perfect square)."
     )
@@ -1136,8 +1176,8 @@ class FedCRefParams(_Strict):
     k_max: int = Field(default=6, ge=2, le=1000, description="Largest K_i the silhouette tries.")
     epochs: int = Field(
         default=20, ge=0, le=10_000,
-        description="Local training epochs (early stopping); the paper's 20 suit clusters of "
-        "thousands of rows, clusters of tens to hundreds need ~60.",
+        description="Local training epochs (early stopping); the paper's 20 (clusters of 500 "
+        "images); clusters of tens of rows need ~60.",
     )
     alpha: float = Field(default=75.0, ge=0.0, le=100.0, description="Eq. 2 percentile.")
     theta: float = Field(
@@ -1225,6 +1265,26 @@ class JobCreate(_Strict):
             "behaviour) releases every center. Algorithms 'ffcm', 'fedfcm' and 'fkm' only."
         ),
     )
+    feature_names: list[FeatureName] | None = Field(
+        default=None, min_length=1, max_length=100_000,
+        description=(
+            "The names of the features (columns), in order: declared job metadata, sent to "
+            "every participant, which refuses the job unless they are its configured columns; "
+            "the result, exports and plots use them. Absent: the columns are x0 .. x{D-1}."
+        ),
+    )
+
+    init: list[Annotated[list[float], Field(min_length=1, max_length=100_000)]] | None = Field(
+        default=None, min_length=2, max_length=1000,
+        description=(
+            "The K initial centers (K rows of D values, in the data's original units; "
+            "z-scored with the federation's moments when the job standardises) instead of "
+            "the algorithm's own seeding: public job terms, sent to every participant. Only "
+            "with a single k (K rows) and an algorithm that starts from global centers (its "
+            f"registry entry's takes_init); at most {MAX_INIT_VALUES:,} values. Absent: the "
+            "algorithm's own seeding."
+        ),
+    )
 
     @model_validator(mode="after")
     def _ks(self) -> JobCreate:
@@ -1237,6 +1297,10 @@ class JobCreate(_Strict):
             raise ValueError(f"{self.algorithm!r} takes no fedcref block")
         if len(set(self.participants)) != len(self.participants):
             raise ValueError("participants must be distinct")
+        if self.feature_names is not None and len(set(self.feature_names)) != len(
+            self.feature_names
+        ):
+            raise ValueError("feature_names must be distinct")
         if spec.family == "model":
             model_based = self.algorithm
             if self.k is not None or self.k_range is not None or self.local_k_range is not None:
@@ -1274,6 +1338,37 @@ class JobCreate(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _init(self) -> JobCreate:
+        """``init``: K rows of one width D, for an algorithm that takes initial centers."""
+        if self.init is None:
+            return self
+        spec = algorithms.get(self.algorithm)
+        if not spec.takes_init:
+            taking = ", ".join(
+                repr(n) for n in algorithms.names() if algorithms.get(n).takes_init
+            )
+            raise ValueError(
+                f"{self.algorithm!r} takes no init (it does not start from global centers); "
+                f"init applies to {taking}"
+            )
+        if self.k is None:
+            raise ValueError("init gives the initial centers of one K: give k, not k_range")
+        widths = {len(row) for row in self.init}
+        if len(self.init) != self.k or len(widths) != 1:
+            raise ValueError(
+                f"init must be k={self.k} rows of one width D (the data's features); got "
+                f"{len(self.init)} rows of widths {sorted(widths)}"
+            )
+        if len(self.init) * widths.pop() > MAX_INIT_VALUES:
+            raise ValueError(f"init holds more than {MAX_INIT_VALUES:,} values")
+        if self.feature_names is not None and len(self.init[0]) != len(self.feature_names):
+            raise ValueError(
+                f"init rows have {len(self.init[0])} values; feature_names names "
+                f"{len(self.feature_names)} features"
+            )
+        return self
+
     @property
     def ks(self) -> list[int]:
         """The K values to sweep (none for the model-based algorithms)."""
@@ -1299,6 +1394,24 @@ class JobProgress(_Document):
     waiting_for: list[str] = []
 
 
+class AlgorithmPublic(_Strict):
+    """``GET /algorithms``: one registered algorithm (``protocol.algorithms``), as a client
+    needs it to compose a :class:`JobCreate`."""
+
+    name: str
+    title: str
+    family: Literal["sweep", "model"] = Field(
+        description="'sweep': clusters for each K of k or k_range, scored by FedFuzzDB; "
+        "'model': a model-based job, which takes no K."
+    )
+    plain_only: bool = Field(
+        description="It sends each participant's local centers by design: protection 'none' only."
+    )
+    counts_contributors: bool = Field(
+        description="Its centers count the participants behind them (min_center_contributors)."
+    )
+
+
 class JobPublic(_Strict):
     """A job as the API shows it."""
 
@@ -1313,6 +1426,31 @@ class JobPublic(_Strict):
         default=None,
         description="The analyst who created the job (None: created before owners were kept).",
     )
+
+
+class TaskHistory(_Strict):
+    """One task of a job as the coordinator stored it: to whom, of what kind, when the task
+    and its answer were stored. The coordinator groups its writes, so a task is stored when
+    it goes out or up to one round later, an answer before the next task goes out."""
+
+    participant: Identifier
+    task_id: int = Field(ge=0, description="The task's number among the participant's tasks.")
+    kind: str
+    stored_at: datetime
+    answered_at: datetime | None = Field(
+        default=None, description="When the answer was stored (None: not answered)."
+    )
+    timed_out: str | None = Field(
+        default=None, description="Why the task went unanswered, once it timed out."
+    )
+
+
+class JobHistory(_Strict):
+    """A job and every task it has handed out so far, in the order they were stored
+    (``fedclust job logs``)."""
+
+    job: JobPublic
+    tasks: list[TaskHistory]
 
 
 class GroupingIteration(_Strict):
@@ -1340,6 +1478,11 @@ class SweepEntryDocument(_Document):
     stop_reason: str
     simplified_silhouette: float
     ari: float | None = None
+    client_weighted_ari: float | None = Field(
+        default=None,
+        description="Mean of each participant's own ARI weighted by its rows (Garst & "
+        "Reinders 2023); only where labels are known (the simulator).",
+    )
     center_contributors: list[int] | None = None
     empty_clusters: int = 0
 
@@ -1405,7 +1548,8 @@ class ParticipantPublic(_Strict):
     identity_key: str | None = None
     last_contact: datetime | None = Field(
         default=None,
-        description="The participant's last authenticated request since the coordinator started",
+        description="The participant's last authenticated request (a poll or an answer); "
+        "stored at most every 30 s, so it survives a restart of the coordinator",
     )
 
 

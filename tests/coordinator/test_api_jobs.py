@@ -81,6 +81,15 @@ def test_mismatched_n_features_is_422(client: TestClient) -> None:
     assert client.get(f"{API}/jobs", headers=ANALYST).json() == []  # nothing was stored
 
 
+def test_feature_names_of_another_width_are_422(client: TestClient) -> None:
+    response = post_job(client, feature_names=["a", "b", "c"])
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "feature_names"]
+    assert "names 3 features; the participants have 2" in messages(response)
+    assert post_job(client, feature_names=["a", "a"]).status_code == 422
+    assert client.get(f"{API}/jobs", headers=ANALYST).json() == []  # nothing was stored
+
+
 def test_algorithm_outside_a_policy_is_422(client: TestClient) -> None:
     enrol(client, NAMES[1], allowed_algorithms=["fkm"])
     response = post_job(client, algorithm="kfed")

@@ -62,6 +62,9 @@ class Site:
         self.k_locals.append(k_local)
         return kfed.participant_local_centers(self.X, k_local, seed=seed)
 
+    def kfed_dennis_centers(self, k_local: int, *, seed: int | None) -> NDArray[np.float64]:
+        return kfed.dennis_local_centers(self.X, k_local, seed=seed)
+
 
 _TRUE = np.array([[0.0, 0.0], [20.0, 0.0], [0.0, 20.0]])
 

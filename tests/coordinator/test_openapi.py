@@ -20,8 +20,11 @@ OPERATIONS = {
     ("get", "/api/v1/jobs"): ("list_jobs", "jobs"),
     ("get", "/api/v1/jobs/{job_id}"): ("get_job", "jobs"),
     ("get", "/api/v1/jobs/{job_id}/result"): ("get_job_result", "jobs"),
+    ("get", "/api/v1/jobs/{job_id}/result/{table}.csv"): ("get_job_result_table", "jobs"),
+    ("get", "/api/v1/algorithms"): ("list_algorithms", "jobs"),
     ("post", "/api/v1/jobs/{job_id}/cancel"): ("cancel_job", "jobs"),
     ("get", "/api/v1/jobs/{job_id}/disclosures"): ("get_job_disclosures", "jobs"),
+    ("get", "/api/v1/jobs/{job_id}/history"): ("get_job_history", "jobs"),
     ("get", "/api/v1/tasks/next"): ("next_task", "tasks"),
     ("get", "/api/v1/blobs/{sha256}"): ("get_blob", "tasks"),
     ("post", "/api/v1/jobs/{job_id}/tasks/{task_id}/contribution"): (
@@ -35,10 +38,11 @@ OPERATIONS = {
     ("delete", "/api/v1/admin/participants/{participant_id}"): ("revoke_participant", "admin"),
     ("get", "/api/v1/admin/audit"): ("list_admin_events", "admin"),
     ("get", "/api/v1/health"): ("health", "meta"),
+    ("get", "/api/v1/ca"): ("get_ca_certificate", "meta"),
 }
-#: Routes without a bearer token: liveness, and redeeming an invitation (the invite is the
-#: credential).
-UNAUTHENTICATED = {"/api/v1/health", "/api/v1/participants/join"}
+#: Routes without a bearer token: liveness, redeeming an invitation (the invite is the
+#: credential) and the CA certificate (public; a new member checks it against its invite).
+UNAUTHENTICATED = {"/api/v1/health", "/api/v1/participants/join", "/api/v1/ca"}
 
 
 def test_exported_document_matches_the_live_app() -> None:

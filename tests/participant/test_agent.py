@@ -31,6 +31,7 @@ from fedclust.participant.config import DataSource, ParticipantConfig, load_data
 from fedclust.participant.dispatch import execute
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths.rows import Rows
 from fedclust.protocol.wire import messages as msg
 from tests.counting.asgi import SyncASGITransport
@@ -352,6 +353,7 @@ def all_kinds() -> list[msg.Task]:
         (msg.HoldKmeansStepTask(centers=CENTERS), "fkm"),
         (msg.CenterScatterTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.KfedCentersTask(k_local=2, seed=4), "kfed"),
+        (msg.KfedDennisCentersTask(k_local=2, seed=4), "kfed-dennis"),
         (msg.LocalKTask(k_min=2, k_max=3, m=2.0, seed=5), "fedfcm"),
     ]
     return declared([
@@ -367,9 +369,7 @@ def test_the_agent_answers_as_dispatch_execute_does(
     fake = run(write_config(tmp_path), tasks, counting)
     assert fake.enrolments == [
         msg.Enrolment(
-            n_features=2, allowed_algorithms=[
-                "fed-distill", "fedcref", "fedfcm", "fedfcm-avg", "ffcm", "fkm", "kfed"
-            ],
+            n_features=2, allowed_algorithms=sorted(algorithms.names()),
             agent_version=fake.enrolments[0].agent_version,
             identity_key=fake.enrolments[0].identity_key,
         )

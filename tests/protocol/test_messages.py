@@ -75,6 +75,25 @@ def test_job_create_needs_exactly_one_k() -> None:
     assert msg.JobCreate(algorithm="fkm", participants=["a"], k_range=(2, 4)).ks == [2, 3, 4]
 
 
+def test_job_create_feature_names_are_distinct_printable_names() -> None:
+    spec = msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=["x", "y"])
+    assert spec.feature_names == ["x", "y"]
+    with pytest.raises(ValidationError, match="feature_names must be distinct"):
+        msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=["x", "x"])
+    with pytest.raises(ValidationError, match="feature_names"):
+        msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=["x\ny"])
+    with pytest.raises(ValidationError, match="feature_names"):
+        msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=[])
+
+
+def test_drawn_seeds_are_valid_job_seeds() -> None:
+    seeds = {msg.draw_seed() for _ in range(20)}
+    assert len(seeds) > 1 and all(0 <= s < 2**32 for s in seeds)
+    assert msg.JobCreate(algorithm="fkm", participants=["a"], k=2, seed=max(seeds)).seed == max(
+        seeds
+    )
+
+
 def test_no_reply_model_has_a_field_for_a_row_count() -> None:
     # By construction: N_l goes to the counting service in a CountReport, never in a reply.
     union, _ = get_args(msg.Reply)  # Annotated[Union[...], discriminator]
