@@ -357,14 +357,15 @@ def expect(spec: msg.TaskSpec, reply_type: type[R]) -> Callable[[Named, msg.Repl
 
 
 def answer_each(
-    asked: Sequence[tuple[A, msg.TaskSpec]], *, concurrent: bool = True
+    asked: Sequence[tuple[A, msg.TaskSpec]], *, concurrent: bool = False
 ) -> list[msg.Reply | RefusedError | UnavailableError]:
     """Each participant's reply to its task (``answer``), refusals and dropouts returned, not
     raised. Remote participants whose channel delivers a round at once (the broker's) are
     asked through it, one wait for all of them
-    (:meth:`~coordinator.remote.RemoteParticipant.answer_round`); any others each in its own
-    thread, or one after another unless ``concurrent`` (in-process participants: nothing to
-    wait on, one GIL)."""
+    (:meth:`~coordinator.remote.RemoteParticipant.answer_round`); any others one after
+    another (in-process participants: nothing to wait on, one GIL; 3.5x faster than a thread
+    each for the simulator's plain FCM round at 30 participants, ``docs/benchmarks.md``), or
+    each in its own thread when ``concurrent``."""
     outcomes: dict[int, msg.Reply | RefusedError | UnavailableError] = {}
     rounds: dict[int, tuple[RoundChannel, list[int]]] = {}
     for i, (participant, _) in enumerate(asked):
