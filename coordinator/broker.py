@@ -5,11 +5,12 @@ A running job's hot state lives in memory; the database is its durable log
 participant) pair; a task the log already answered returns the stored reply (its spec must be
 equal), so a restarted coordinator replays the job bit for bit; otherwise the task is handed
 out and the caller waits for the contribution, a cancel, the broker closing or ``timeout``
-(then the task is withdrawn and its timeout stored like a reply). :meth:`Broker.poll` gives a
-participant its oldest open task (or registers a wake-up for the long poll),
-:meth:`Broker.submit` refuses, changing nothing, a contribution for an unknown, closed,
-timed-out or answered task or of the wrong kind or shapes, and :meth:`Broker.blob` serves the
-blobs a participant was handed.
+(then the task is withdrawn and its timeout stored like a reply). ``ask_many`` does the same
+for a round's tasks at once: one thread waits for all of them, woken when the last is
+answered. :meth:`Broker.poll` gives a participant its oldest open task (or registers a
+wake-up for the long poll), :meth:`Broker.submit` refuses, changing nothing, a contribution
+for an unknown, closed, timed-out or answered task or of the wrong kind or shapes, and
+:meth:`Broker.blob` serves the blobs a participant was handed.
 
 Design notes: ``docs/services.md`` (§ The task broker).
 """
@@ -20,7 +21,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -66,6 +67,15 @@ class ContributionRejectedError(Exception):
 
 
 @dataclass(eq=False)
+class _Waiter:
+    """The one caller waiting on a set of open tasks (one ask, or a round's): woken when the
+    last of them is answered, and on a cancel or shutdown."""
+
+    wake: threading.Condition
+    unanswered: int
+
+
+@dataclass(eq=False)
 class _Open:
     """A task handed out (or about to be) and not yet answered."""
 
@@ -76,7 +86,7 @@ class _Open:
     body: bytes  # the Task as JSON
     body_refs: bytes  # the same with blob references
     blobs: dict[str, bytes]  # by SHA-256
-    answered: threading.Condition
+    waiter: _Waiter
     reply: msg.Reply | None = None
 
 
@@ -174,7 +184,7 @@ class Broker:
                 live.cancelled = True
                 for task in live.open.values():
                     self._withdraw(task)
-                    task.answered.notify_all()
+                    task.waiter.wake.notify_all()
 
     def _withdraw(self, task: _Open) -> None:
         queue = self._queues.get(task.participant, [])
@@ -188,7 +198,7 @@ class Broker:
             self._closed = True
             for live in self._live.values():
                 for task in live.open.values():
-                    task.answered.notify_all()
+                    task.waiter.wake.notify_all()
             for participant in list(self._watchers):
                 self._wake(participant)
         self._journal.flush()
@@ -198,15 +208,70 @@ class Broker:
         return self._closed
 
     def ask(self, job_id: str, participant: str, spec: msg.TaskSpec) -> msg.Reply:
-        """Deliver one task and wait for its reply (or replay the stored one)."""
+        """Deliver one task and wait for its reply (or replay the stored one); a timeout
+        raises :class:`TaskTimeoutError` (see :meth:`ask_many`)."""
+        (outcome,) = self.ask_many(job_id, [(participant, spec)])
+        if isinstance(outcome, TaskTimeoutError):
+            raise outcome
+        return outcome
+
+    def ask_many(
+        self, job_id: str, asked: Sequence[tuple[str, msg.TaskSpec]]
+    ) -> list[msg.Reply | TaskTimeoutError]:
+        """Deliver one task to each (participant, spec) of a round at once and wait, in this
+        one thread, until every task is answered or ``timeout`` has passed: each reply, or
+        the :class:`TaskTimeoutError` of a task not answered in time (withdrawn, and stored
+        like a reply). A task the log already holds replays its stored reply or timeout.
+        A cancel raises :class:`JobCancelledError`, a shutdown :class:`BrokerClosedError`."""
         with self._lock:
             live = self._live.get(job_id)
             if live is None:
                 raise RuntimeError(f"job {job_id!r} is not open in this broker")
             self._raise_if_stopped(live)
-            task_id = live.counters.get(participant, 0)
-            live.counters[participant] = task_id + 1
-            stored = live.log.pop((participant, task_id), None)
+            numbered: list[tuple[str, int, msg.TaskSpec, TaskRecord | None]] = []
+            for participant, spec in asked:
+                task_id = live.counters.get(participant, 0)
+                live.counters[participant] = task_id + 1
+                stored = live.log.pop((participant, task_id), None)
+                numbered.append((participant, task_id, spec, stored))
+        waiter = _Waiter(threading.Condition(self._lock), 0)
+        outcomes: list[msg.Reply | TaskTimeoutError | _Open] = [
+            self._prepare(live, participant, task_id, spec, stored, waiter)
+            for participant, task_id, spec, stored in numbered
+        ]
+        opened = [task for task in outcomes if isinstance(task, _Open)]
+        if not opened:
+            return [o for o in outcomes if not isinstance(o, _Open)]
+        self._journal.flush_replies()  # every answer the tasks may derive from is stored
+        with self._lock:
+            if not live.awaiting:
+                live.answered.clear()
+            for task in opened:
+                live.open[(task.participant, task.task_id)] = task
+                self._queues.setdefault(task.participant, []).append(task)
+                live.awaiting.add(task.participant)
+                self._wake(task.participant)
+            waiter.unanswered = len(opened)
+            deadline = time.monotonic() + self._timeout
+            try:
+                while waiter.unanswered:
+                    self._raise_if_stopped(live)
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        self._time_out(live, [t for t in opened if t.reply is None])
+                        break
+                    waiter.wake.wait(remaining)
+            finally:
+                live.awaiting.difference_update(t.participant for t in opened if t.reply is None)
+        return [self._outcome(o) if isinstance(o, _Open) else o for o in outcomes]
+
+    def _prepare(
+        self, live: _Live, participant: str, task_id: int, spec: msg.TaskSpec,
+        stored: TaskRecord | None, waiter: _Waiter,
+    ) -> msg.Reply | TaskTimeoutError | _Open:
+        """Task ``task_id`` of ``participant``: its stored reply or timeout when the log
+        holds it (its spec must be the stored one), else the task to open (recorded)."""
+        job_id = live.job.id
         task = msg.Task(
             job_id=job_id, task_id=task_id, algorithm=live.job.spec.algorithm, spec=spec
         )
@@ -221,7 +286,7 @@ class Broker:
                     f"{participant!r} differs from the stored one."
                 )
             if stored.timed_out is not None:  # the participant dropped out here
-                raise TaskTimeoutError(stored.timed_out)
+                return TaskTimeoutError(stored.timed_out)
             if stored.reply_json is not None:
                 return _REPLY.validate_json(stored.reply_json)
         else:
@@ -230,40 +295,30 @@ class Broker:
                 spec_json=_compact(with_refs["spec"]), reply_json=None,
             )
             self._journal.add_task(record, blobs)
-        self._journal.flush_replies()  # every answer the task may derive from is stored
-        opened = _Open(
+        return _Open(
             job_id=job_id, participant=participant, task_id=task_id, spec=spec,
             body=body.encode(), body_refs=_compact(with_refs).encode() if blobs else body.encode(),
-            blobs=blobs, answered=threading.Condition(self._lock),
+            blobs=blobs, waiter=waiter,
         )
-        with self._lock:
-            live.open[(participant, task_id)] = opened
-            self._queues.setdefault(participant, []).append(opened)
-            self._wake(participant)
-            if not live.awaiting:
-                live.answered.clear()
-            live.awaiting.add(participant)
-            deadline = time.monotonic() + self._timeout
-            try:
-                while opened.reply is None:
-                    self._raise_if_stopped(live)
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        reason = (
-                            f"participant {participant!r} did not answer task {task_id} "
-                            f"({spec.kind}) within {self._timeout:g} s"
-                        )
-                        del live.open[(participant, task_id)]  # a late answer finds nothing
-                        self._withdraw(opened)
-                        self._journal.add_reply(
-                            TaskRecord.timeout(job_id, participant, task_id, spec.kind, reason)
-                        )
-                        raise TaskTimeoutError(reason)
-                    opened.answered.wait(remaining)
-                live.answered.append(participant)
-                return opened.reply
-            finally:
-                live.awaiting.discard(participant)
+
+    def _time_out(self, live: _Live, tasks: list[_Open]) -> None:
+        """Withdraw ``tasks`` (their time is up; a late answer finds nothing) and store each
+        one's timeout; under the lock."""
+        for task in tasks:
+            del live.open[(task.participant, task.task_id)]
+            self._withdraw(task)
+            self._journal.add_reply(TaskRecord.timeout(
+                live.job.id, task.participant, task.task_id, task.spec.kind, self._late(task)
+            ))
+
+    def _late(self, task: _Open) -> str:
+        return (
+            f"participant {task.participant!r} did not answer task {task.task_id} "
+            f"({task.spec.kind}) within {self._timeout:g} s"
+        )
+
+    def _outcome(self, task: _Open) -> msg.Reply | TaskTimeoutError:
+        return task.reply if task.reply is not None else TaskTimeoutError(self._late(task))
 
     def _stored_blob(self, name: str) -> bytes:
         data = self._db.blob(name)
@@ -348,7 +403,11 @@ class Broker:
             del live.open[key]
             self._queues[participant].remove(task)
             self._journal.add_reply(record)
-            task.answered.notify_all()
+            live.awaiting.discard(participant)
+            live.answered.append(participant)
+            task.waiter.unanswered -= 1
+            if not task.waiter.unanswered:
+                task.waiter.wake.notify_all()
             closed = self._closed
         if closed:  # nothing will flush it later
             self._journal.flush()
@@ -398,3 +457,8 @@ class JobChannel:
 
     def ask(self, participant: str, spec: msg.TaskSpec) -> msg.Reply:
         return self._broker.ask(self.job_id, participant, spec)
+
+    def ask_many(
+        self, asked: Sequence[tuple[str, msg.TaskSpec]]
+    ) -> list[msg.Reply | TaskTimeoutError]:
+        return self._broker.ask_many(self.job_id, asked)

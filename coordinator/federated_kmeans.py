@@ -26,13 +26,14 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
+from fedclust.coordinator._rounds import Gatherer, RoundLog, expect, resolve_init
 from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
 from fedclust.protocol.maths.federated_kmeans import match_order
 from fedclust.protocol.maths.kfed import combine_kfed, combine_kfed_dennis
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["FKMParticipant", "KFedParticipant", "run_federated_kmeans", "run_kfed"]
 
@@ -48,9 +49,10 @@ class FKMParticipant(Protocol):
     @property
     def n_features(self) -> int: ...
 
-    def hold_kmeans_init(self, k: int, *, seed: int) -> None: ...
-
-    def hold_kmeans_step(self, centers: FloatArray) -> None: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The acknowledgement of a ``hold_kmeans_init`` or ``hold_kmeans_step`` task (the
+        participant keeps its local cluster means for the server k-means)."""
+        ...
 
 
 class KFedParticipant(Protocol):
@@ -113,13 +115,15 @@ def run_federated_kmeans(
     stop: StopReason = "max_rounds"
     for t in range(1, max_rounds + 1):
         if centers is None:
-            _, names = gatherer.gather(
-                t, participants, lambda i, p: p.hold_kmeans_init(k, seed=seeds[i])
+            inits = [msg.HoldKmeansInitTask(k=k, seed=seed) for seed in seeds]
+            _, names = gatherer.gather_replies(
+                t, participants, lambda i, p: inits[i],  # noqa: B023
+                expect(inits[0], msg.AckReply),
             )
         else:
-            previous = centers
-            _, names = gatherer.gather(
-                t, participants, lambda _, p: p.hold_kmeans_step(previous)  # noqa: B023
+            step = msg.HoldKmeansStepTask(centers=msg.WireArray.of(centers))
+            _, names = gatherer.gather_replies(
+                t, participants, lambda _, p: step, expect(step, msg.AckReply)  # noqa: B023
             )
         found, holders = center_kmeans_of(
             [p for p in participants if p.name in names], summation, k, n_features,

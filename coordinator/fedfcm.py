@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import Gatherer, RoundLog, resolve_init
+from fedclust.coordinator._rounds import Gatherer, RoundLog, expect, resolve_init
 from fedclust.coordinator.center_kmeans import center_kmeans_of
 from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions, StopReason
 from fedclust.coordinator.secure_sum import Summation
@@ -35,7 +35,8 @@ from fedclust.core.validation import (
     check_int,
     rng_from,
 )
-from fedclust.protocol.maths.fedfcm import LocalCenters, combine_federated_average
+from fedclust.protocol.maths.fedfcm import combine_federated_average
+from fedclust.protocol.wire import messages as msg
 
 __all__ = ["FedFCMParticipant", "run_fedfcm"]
 
@@ -52,15 +53,11 @@ class FedFCMParticipant(Protocol):
         """The number of columns (public schema), used to draw default initial centers."""
         ...
 
-    def local_fcm(
-        self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
-    ) -> LocalCenters:
-        """Local FCM from ``centers`` to local convergence, answered (federated averaging)."""
-        ...
-
-    def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
-        """Local FCM as ``local_fcm``, the local centers kept at the participant (k-means
-        averaging: the center sums of ``protocol.maths.center_kmeans`` follow)."""
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to a ``local_fcm`` task (local FCM from the centers to local
+        convergence, answered: federated averaging) or a ``hold_local_fcm`` task (the same,
+        the local centers kept at the participant: k-means averaging, whose center sums of
+        ``protocol.maths.center_kmeans`` follow)."""
         ...
 
 
@@ -156,13 +153,14 @@ def run_fedfcm(
     stop: StopReason = "max_rounds"
     cycle_tol = max(eps, float(np.finfo(np.float64).tiny))
     for round_number in range(1, max_rounds + 1):
+        wire_centers = msg.WireArray.of(centers)
         if aggregation == "kmeans":
-            _, names = gatherer.gather(
-                round_number,
-                participants,
-                lambda _, p: p.hold_local_fcm(
-                    centers, m=m, tol=local_tol, max_iter=local_max_iter  # noqa: B023
-                ),
+            hold = msg.HoldLocalFcmTask(
+                centers=wire_centers, m=m, tol=local_tol, max_iter=local_max_iter
+            )
+            _, names = gatherer.gather_replies(
+                round_number, participants, lambda _, p: hold,  # noqa: B023
+                expect(hold, msg.AckReply),
             )
             found, holders = center_kmeans_of(
                 [p for p in participants if p.name in names], summation, k, n_features,
@@ -188,11 +186,14 @@ def run_fedfcm(
                 support.append(new_support)
                 break
         else:
-            answers, names = gatherer.gather(
-                round_number,
-                participants,
-                lambda _, p: p.local_fcm(centers, m=m, tol=local_tol, max_iter=local_max_iter),  # noqa: B023
+            ask = msg.LocalFcmTask(
+                centers=wire_centers, m=m, tol=local_tol, max_iter=local_max_iter
             )
+            replies, names = gatherer.gather_replies(
+                round_number, participants, lambda _, p: ask,  # noqa: B023
+                expect(ask, msg.LocalFcmReply),
+            )
+            answers = [reply.to_result() for reply in replies]
             objectives.append(float(sum(a.global_objective for a in answers)))
             new_centers = combine_federated_average(answers, centers)
         shift = _distance(new_centers, centers)

@@ -7,8 +7,8 @@ restarted coordinator must never derive it again from different answers); the ta
 may wait for the next write, since a resumed job asks it again, identically. The broker also
 flushes before a job's final state and at shutdown. Threads flushing at once share one
 transaction: a flush waits for a running one and then writes whatever has accumulated. So a
-round costs about one transaction: its first task stores the previous round's replies with
-the tasks recorded so far, and the rest of its tasks go out with the next round's.
+round costs one transaction: asked at once (``Broker.ask_many``), its tasks are stored with
+the previous round's replies before any goes out.
 """
 
 from __future__ import annotations

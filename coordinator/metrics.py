@@ -29,9 +29,10 @@ from prometheus_client.registry import Collector
 from sqlalchemy import text
 
 from fedclust.coordinator.db import Database
-from fedclust.coordinator.remote import TaskChannel
+from fedclust.coordinator.remote import RoundChannel, TaskChannel
 from fedclust.coordinator.result import RoundRecord
 from fedclust.coordinator.secure_sum import JobSummation
+from fedclust.core.errors import UnavailableError
 from fedclust.protocol.wire import messages as msg
 
 __all__ = ["CoordinatorMetrics", "ObservedChannel", "ObservedSummation"]
@@ -113,6 +114,29 @@ class ObservedChannel:
         if isinstance(reply, msg.RefusalReply):
             self._metrics.refusals.inc()
         return reply
+
+    def ask_many(
+        self, asked: Sequence[tuple[str, msg.TaskSpec]]
+    ) -> Sequence[msg.Reply | UnavailableError]:
+        """The inner channel's ``ask_many`` (``coordinator.remote.RoundChannel``); an inner
+        channel without one is asked one task after another."""
+        replies = (
+            self._inner.ask_many(asked) if isinstance(self._inner, RoundChannel)
+            else [_ask_one(self._inner, participant, spec) for participant, spec in asked]
+        )
+        refused = sum(isinstance(reply, msg.RefusalReply) for reply in replies)
+        if refused:
+            self._metrics.refusals.inc(refused)
+        return replies
+
+
+def _ask_one(
+    channel: TaskChannel, participant: str, spec: msg.TaskSpec
+) -> msg.Reply | UnavailableError:
+    try:
+        return channel.ask(participant, spec)
+    except UnavailableError as exc:
+        return exc
 
 
 class ObservedSummation:

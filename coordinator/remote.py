@@ -1,10 +1,12 @@
 """A participant seen from the coordinator over the wire: the same methods as a local one.
 
-:class:`RemoteParticipant` turns each driver call (``fcm_sums``, ``local_fcm``, ...) into a
-wire task sent through a :class:`TaskChannel` and turns the reply back into the protocol's
-statistics, so every driver in ``coordinator`` runs unchanged over the network. A refusal
-reply becomes :class:`~core.errors.RefusedError` (a fatal one, or a reply of the wrong
-kind or shape, a :class:`~core.errors.ProtocolError`: the job cannot go on).
+:class:`RemoteParticipant` sends each task (``answer``, and the drivers' other calls:
+``declare``, ``local_k``, ...) through a :class:`TaskChannel` and turns the reply back into
+the protocol's statistics, so every driver in ``coordinator`` runs unchanged over the
+network; :meth:`RemoteParticipant.answer_round` sends a round's tasks through a
+:class:`RoundChannel` at once, for one waiting thread. A refusal reply becomes
+:class:`~core.errors.RefusedError` (a fatal one, or a reply of the wrong kind or shape, a
+:class:`~core.errors.ProtocolError`: the job cannot go on).
 
 A participant that does not answer a task in time has dropped out of the job: ``dropped``
 says why, and every later task to it fails at once with
@@ -14,14 +16,14 @@ round drivers leave it out (``coordinator._rounds.present``).
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar, runtime_checkable
 
 from numpy.typing import ArrayLike
 
-from fedclust.core.errors import ProtocolError, UnavailableError
+from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.core.validation import FloatArray
 from fedclust.protocol.maths.declaration import Declaration
-from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.wire import messages as msg
 
 R = TypeVar("R")
@@ -33,22 +35,36 @@ class TaskChannel(Protocol):
     def ask(self, participant: str, spec: msg.TaskSpec) -> msg.Reply: ...
 
 
+@runtime_checkable
+class RoundChannel(TaskChannel, Protocol):
+    """A channel that also delivers a round's tasks at once and waits for them in the
+    calling thread (the broker's ``JobChannel``): each reply, or the UnavailableError of a
+    participant that did not answer in time."""
+
+    def ask_many(
+        self, asked: Sequence[tuple[str, msg.TaskSpec]]
+    ) -> Sequence[msg.Reply | UnavailableError]: ...
+
+
 class RemoteParticipant:
     """A participant reached through ``channel``; ``n_features`` comes from its enrolment."""
 
     def __init__(self, name: str, *, channel: TaskChannel, n_features: int) -> None:
         self.name = name
         self.n_features = n_features
-        self._channel = channel
+        self.channel = channel
         self.dropped: str | None = None  # why it left the job (a task not answered in time)
+
+    def _gone(self) -> UnavailableError:
+        return UnavailableError(
+            f"participant {self.name!r} dropped out of this job earlier ({self.dropped})"
+        )
 
     def _send(self, spec: msg.TaskSpec) -> msg.Reply:
         if self.dropped is not None:
-            raise UnavailableError(
-                f"participant {self.name!r} dropped out of this job earlier ({self.dropped})"
-            )
+            raise self._gone()
         try:
-            return self._channel.ask(self.name, spec)
+            return self.channel.ask(self.name, spec)
         except UnavailableError as exc:
             self.dropped = str(exc)
             raise
@@ -63,6 +79,37 @@ class RemoteParticipant:
                 f"{reply.kind!r} reply."
             )
         return reply
+
+    @staticmethod
+    def answer_round(
+        channel: RoundChannel, asked: Sequence[tuple[RemoteParticipant, msg.TaskSpec]]
+    ) -> list[msg.Reply | RefusedError | UnavailableError]:
+        """:meth:`answer` of every (participant, spec), all reached through ``channel``,
+        asked at once (one wait for the round): refusals and silence are returned, not
+        raised; a fatal refusal (ProtocolError) is raised, the first in order, once every
+        reply is in. A participant that dropped out earlier is not asked."""
+        live = [i for i, (p, _) in enumerate(asked) if p.dropped is None]
+        replies = channel.ask_many([(asked[i][0].name, asked[i][1]) for i in live])
+        outcomes: list[msg.Reply | RefusedError | UnavailableError] = [
+            p._gone() for p, _ in asked
+        ]
+        fatal: Exception | None = None
+        for i, reply in zip(live, replies, strict=True):
+            participant = asked[i][0]
+            if isinstance(reply, UnavailableError):
+                participant.dropped = str(reply)
+                outcomes[i] = reply
+            elif isinstance(reply, msg.RefusalReply):
+                error = reply.error(participant.name)
+                if isinstance(error, RefusedError):
+                    outcomes[i] = error
+                elif fatal is None:
+                    fatal = error
+            else:
+                outcomes[i] = reply
+        if fatal is not None:
+            raise fatal
+        return outcomes
 
     def ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
         """Send ``spec``; its reply if of type ``expected`` (a refusal raises RefusedError,
@@ -90,29 +137,9 @@ class RemoteParticipant:
         )
         self._ask(spec, msg.AckReply)
 
-    def local_fcm(
-        self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
-    ) -> LocalCenters:
-        spec = msg.LocalFcmTask(
-            centers=msg.WireArray.of(centers), m=m, tol=tol, max_iter=max_iter
-        )
-        return self._ask(spec, msg.LocalFcmReply).to_result()
-
     def local_k(self, k_min: int, k_max: int, *, m: float, seed: int | None) -> int:
         spec = msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed)
         return self._ask(spec, msg.LocalKReply).k
-
-    def hold_local_fcm(self, centers: ArrayLike, *, m: float, tol: float, max_iter: int) -> None:
-        spec = msg.HoldLocalFcmTask(
-            centers=msg.WireArray.of(centers), m=m, tol=tol, max_iter=max_iter
-        )
-        self._ask(spec, msg.AckReply)
-
-    def hold_kmeans_init(self, k: int, *, seed: int) -> None:
-        self._ask(msg.HoldKmeansInitTask(k=k, seed=seed), msg.AckReply)
-
-    def hold_kmeans_step(self, centers: ArrayLike) -> None:
-        self._ask(msg.HoldKmeansStepTask(centers=msg.WireArray.of(centers)), msg.AckReply)
 
     def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
         spec = msg.KfedCentersTask(k_local=k_local, seed=seed)

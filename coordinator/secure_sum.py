@@ -23,15 +23,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from fedclust.coordinator._rounds import Gatherer, ReleasedCohorts, dropped
+from fedclust.coordinator._rounds import (
+    Gatherer,
+    ReleasedCohorts,
+    answer_each,
+    dropped,
+    expect,
+)
 from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.fixedpoint import MAX_WORDS, WORD_BITS, Statistic, decode
 from fedclust.crypto.graph import GraphParameters, graph_parameters
@@ -133,28 +138,17 @@ class PlainSummation:
     ) -> tuple[R, tuple[str, ...]]:
         """The sum of the answers of ``participants`` and who gave them."""
         gatherer = Gatherer() if required else self._gatherer
-        replies, names = gatherer.gather(
-            0, participants, lambda _, p: _plain_answer(p, statistic, reply_type),
+        replies, names = gatherer.gather_replies(
+            0, participants, lambda _, p: statistic,
+            expect(statistic, reply_type),
             required=required,
         )
         total: dict[str, NDArray[np.float64]] = {}
         for reply in replies:
-            for name, value in msg.summands(reply).items():
+            for name, value in msg.summands(cast(msg.Reply, reply)).items():
                 total[name] = total[name] + value if name in total else value
         n_features = participants[0].n_features
         return total_reply(statistic, total, n_features, reply_type), names
-
-
-def _plain_answer(
-    p: SummedParticipant, statistic: msg.SumTaskSpec, reply_type: type[R]
-) -> msg.Reply:
-    reply = p.answer(statistic)
-    if not isinstance(reply, reply_type):
-        raise ProtocolError(
-            f"participant {p.name!r} answered a {statistic.kind!r} task with a "
-            f"{reply.kind!r} reply."
-        )
-    return reply
 
 
 class JobSummation(Summation, Protocol):
@@ -221,9 +215,10 @@ class CohortSums:
     :meth:`set_bounds` (``run_job`` derives them from the participants' declarations, and
     again for the standardised values); a sum before either is a ValueError.
 
-    ``concurrent``: ask a stage's participants at once, one thread each (remote participants,
-    whose answers take network round trips); False asks them one after another, which is
-    faster for in-process participants (the simulator: nothing to wait on, one GIL).
+    A stage's tasks go out at once (``coordinator._rounds.answer_each``): remote participants
+    on the broker in one round, one waiting thread. ``concurrent``: ask any other
+    participants one thread each; False asks them one after another, which is faster for
+    in-process participants (the simulator: nothing to wait on, one GIL).
     """
 
     protected = True
@@ -250,13 +245,7 @@ class CohortSums:
         self.cohorts = ReleasedCohorts(min_cohort)
         self.notes: list[str] = []
         self._gone: set[str] = set()
-        # One pool for every stage of the job's sums (threads are reused, not re-spawned
-        # per stage); its threads end when the summation is collected.
-        self._pool = (
-            ThreadPoolExecutor(max_workers=64, thread_name_prefix="fedclust-sums")
-            if concurrent
-            else None
-        )
+        self._concurrent = concurrent
 
     @property
     def rounds(self) -> int:
@@ -318,23 +307,11 @@ class CohortSums:
         reply_type: type[R],
     ) -> dict[str, R]:
         """Ask ``names`` one stage at once; refusals and silence leave them out (noted)."""
-
-        def one(name: str) -> R | Exception:
-            try:
-                reply = by_name[name].answer(spec_for(name))
-            except (RefusedError, UnavailableError) as exc:
-                return exc
-            if not isinstance(reply, reply_type):
-                return ProtocolError(
-                    f"participant {name!r} answered the {what} with a {reply.kind!r} reply."
-                )
-            return reply
-
-        outcomes = list((self._pool.map if self._pool is not None else map)(one, names))
+        outcomes = answer_each(
+            [(by_name[name], spec_for(name)) for name in names], concurrent=self._concurrent
+        )
         answers: dict[str, R] = {}
         for name, outcome in zip(names, outcomes, strict=True):
-            if isinstance(outcome, ProtocolError):
-                raise outcome
             if isinstance(outcome, Exception):
                 if required:
                     raise RefusedError(
@@ -345,6 +322,10 @@ class CohortSums:
                     f"participant {name!r} left a secure sum at the {what}: {outcome}"
                 )
                 continue
+            if not isinstance(outcome, reply_type):
+                raise ProtocolError(
+                    f"participant {name!r} answered the {what} with a {outcome.kind!r} reply."
+                )
             answers[name] = outcome
         return answers
 
