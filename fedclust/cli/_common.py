@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fedclust.protocol import algorithms
 
@@ -21,11 +21,17 @@ if TYPE_CHECKING:
     from fedclust.protocol.wire.messages import JobCreate
 
 PROTECTION_CHOICES = ("masking", "paillier", "none")
-PROTECTION_HELP = (
-    "how every sum-type statistic travels: masking (pairwise masking, the default), paillier "
-    "(encrypted to the counting service's key) or none (in the clear, as in the papers; "
-    "fedfcm-avg, kfed and kfed-dennis need none)"
-)
+
+
+def protection_help() -> str:
+    """``--protection``'s help; the algorithms that need none are read from the registry."""
+    plain = [n for n in algorithms.names() if algorithms.get(n).plain_only]
+    needs = f"; {', '.join(plain)} need none" if plain else ""
+    return (
+        "how every sum-type statistic travels: masking (pairwise masking, the default), "
+        "paillier (encrypted to the counting service's key) or none (in the clear, as in the "
+        f"papers{needs})"
+    )
 
 
 def _int_pair(text: str, example: str) -> tuple[int, int]:
@@ -166,3 +172,58 @@ def _http_failure(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return f"cannot reach {url} ({exc}): is the service running at that address?"
     return f"{type(exc).__name__} from {url}: {exc}"
+
+
+def read_init(
+    path: Path, *, algorithm: str, k: int | None, n_features: int | None,
+    feature_names: Sequence[str] | None,
+) -> Any:
+    """The (K, D) centers of ``--init``: a .npy array, or a CSV whose first row may name the
+    features (then as ``feature_names``, in order). ``n_features`` None (a service job, whose
+    data the analyst does not hold): any one width, checked by the coordinator. Errors name
+    ``--init`` and what it needs."""
+    import csv
+
+    import numpy as np
+
+    spec = algorithms.get(algorithm)
+    if not spec.takes_init:
+        taking = ", ".join(n for n in algorithms.names() if algorithms.get(n).takes_init)
+        raise ValueError(
+            f"--init does not apply to --algorithm {algorithm} (it does not start from "
+            f"global centers); it applies to {taking}"
+        )
+    if k is None:
+        raise ValueError(
+            "--init gives the K initial centers of a single --k; it does not apply with "
+            "--k-range"
+        )
+    header: list[str] | None = None
+    try:
+        if path.suffix.lower() == ".npy":
+            centers = np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
+        else:
+            with path.open(encoding="utf-8") as f:
+                first = next(csv.reader(f), [])
+            try:
+                np.asarray(first, dtype=np.float64)
+            except ValueError:
+                header = [v.strip() for v in first]
+            centers = np.loadtxt(path, delimiter=",", ndmin=2, skiprows=int(header is not None))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"--init: cannot read {path}: {exc}") from None
+    if header is not None and feature_names is not None and header != list(feature_names):
+        raise ValueError(
+            f"--init: the header of {path} names {header}; the data's features are "
+            f"{list(feature_names)}, in that order"
+        )
+    width = centers.shape[1] if centers.ndim == 2 and n_features is None else n_features
+    if centers.ndim != 2 or centers.shape != (k, width):
+        raise ValueError(
+            f"--init: {path} holds an array of shape {centers.shape}; --k {k} "
+            + (f"needs {k} rows of one width" if n_features is None else
+               f"over data of {n_features} features needs {k} rows of {n_features} values")
+        )
+    if not np.isfinite(centers).all():
+        raise ValueError(f"--init: {path} holds a NaN or infinite value")
+    return centers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fedclust.cli._common import PROTECTION_CHOICES, PROTECTION_HELP
+from fedclust.cli._common import PROTECTION_CHOICES, protection_help
 
 
 def add_arguments(demo: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     )
     demo.add_argument(
         "--protection", choices=PROTECTION_CHOICES, default="masking",
-        help=PROTECTION_HELP,
+        help=protection_help(),
     )
     demo.add_argument("--seed", type=int, default=1, help="data and algorithm seed (default 1)")
 

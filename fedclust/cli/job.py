@@ -18,7 +18,6 @@ import numpy as np
 
 from fedclust.cli._common import (
     PROTECTION_CHOICES,
-    PROTECTION_HELP,
     _add_bound_arguments,
     _add_out_argument,
     _add_release_argument,
@@ -26,6 +25,8 @@ from fedclust.cli._common import (
     _columns,
     _k_range,
     _valid_job,
+    protection_help,
+    read_init,
 )
 from fedclust.cli._params import add_params_flags, params_from_flags, params_model
 from fedclust.client import AnalystClient, AnalystConfig, format_progress
@@ -90,6 +91,12 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
         help="name the features, in order: every participant refuses the job unless they "
         "are its configured [data] columns; the result, exports and plots use them",
     )
+    submit.add_argument(
+        "--init", type=Path, metavar="PATH",
+        help="initial centers: a CSV (an optional header row naming the features, as "
+        "--feature-names) or .npy file of K rows, in the data's units; needs a single --k and "
+        "an algorithm that starts from global centers (default: the algorithm's seeding)",
+    )
     submit.add_argument("--standardise", action="store_true", help="federated z-scores first")
     submit.add_argument(
         "--local-range", type=_k_range, metavar="A:B",
@@ -103,7 +110,7 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
     submit.add_argument("--gamma", type=float, default=1.0, help="ffcm client sampling fraction")
     submit.add_argument(
         "--protection", choices=PROTECTION_CHOICES, default="masking",
-        help=PROTECTION_HELP,
+        help=protection_help(),
     )
     _add_bound_arguments(submit)
     _add_release_argument(submit)
@@ -148,6 +155,12 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
     local = None if args.local_range is None else (args.local_range[0], args.local_range[-1])
     _check_protection(args)
 
+    names = getattr(args, "feature_names", None)
+    given = getattr(args, "init", None)
+    init = None if given is None else read_init(
+        given, algorithm=args.algorithm, k=args.k, n_features=None, feature_names=names
+    ).tolist()
+
     def build() -> JobCreate:
         blocks = _params_blocks(args)
         return JobCreate(
@@ -158,7 +171,7 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
             max_rows=args.max_rows, **blocks,
             min_center_contributors=getattr(args, "min_center_contributors", 1),
             masking_graph=getattr(args, "masking_graph", "auto"),
-            feature_names=getattr(args, "feature_names", None),
+            feature_names=names, init=init,
         )
 
     return _valid_job(build)

@@ -7,14 +7,11 @@ so that ``fedclust simulate --help`` and the first line come at once.
 from __future__ import annotations
 
 import argparse
-import csv
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fedclust.cli._common import (
     PROTECTION_CHOICES,
-    PROTECTION_HELP,
     _add_bound_arguments,
     _add_out_argument,
     _add_release_argument,
@@ -23,6 +20,8 @@ from fedclust.cli._common import (
     _int_pair,
     _k_range,
     _valid_job,
+    protection_help,
+    read_init,
 )
 from fedclust.data import SYNTHETIC
 from fedclust.protocol import algorithms
@@ -101,7 +100,7 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
     sim.add_argument("--gamma", type=float, default=1.0, help="ffcm client sampling fraction")
     sim.add_argument(
         "--protection", choices=PROTECTION_CHOICES, default="masking",
-        help=PROTECTION_HELP,
+        help=protection_help(),
     )
     sim.add_argument(
         "--min-cohort", type=int, default=3,
@@ -269,55 +268,6 @@ def _simulate_deep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _initial_centers(
-    args: argparse.Namespace, n_features: int, feature_names: Sequence[str] | None
-) -> Any:
-    """The (K, D) centers of ``--init``: a .npy array, or a CSV whose first row may name the
-    features (then as the data's, in order). Errors name ``--init`` and what it needs."""
-    import numpy as np
-
-    path: Path = args.init
-    spec = algorithms.get(args.algorithm)
-    if not spec.takes_init:
-        taking = ", ".join(n for n in algorithms.names() if algorithms.get(n).takes_init)
-        raise ValueError(
-            f"--init does not apply to --algorithm {args.algorithm} (it does not start from "
-            f"global centers); it applies to {taking}"
-        )
-    if args.k is None:
-        raise ValueError(
-            "--init gives the K initial centers of a single --k; it does not apply with "
-            "--k-range"
-        )
-    header: list[str] | None = None
-    try:
-        if path.suffix.lower() == ".npy":
-            centers = np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
-        else:
-            with path.open(encoding="utf-8") as f:
-                first = next(csv.reader(f), [])
-            try:
-                np.asarray(first, dtype=np.float64)
-            except ValueError:
-                header = [v.strip() for v in first]
-            centers = np.loadtxt(path, delimiter=",", ndmin=2, skiprows=int(header is not None))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--init: cannot read {path}: {exc}") from None
-    if header is not None and feature_names is not None and header != list(feature_names):
-        raise ValueError(
-            f"--init: the header of {path} names {header}; the data's features are "
-            f"{list(feature_names)}, in that order"
-        )
-    if centers.ndim != 2 or centers.shape != (args.k, n_features):
-        raise ValueError(
-            f"--init: {path} holds an array of shape {centers.shape}; --k {args.k} over data "
-            f"of {n_features} features needs {args.k} rows of {n_features} values"
-        )
-    if not np.isfinite(centers).all():
-        raise ValueError(f"--init: {path} holds a NaN or infinite value")
-    return centers
-
-
 def starting(args: argparse.Namespace) -> str:
     """The first line: the algorithm, the data and the K values."""
     ks = "" if args.k is None and args.k_range is None else "  K=" + (
@@ -356,8 +306,10 @@ def run(args: argparse.Namespace) -> int:
         "masking_graph": args.masking_graph,
     }
     if args.init is not None:
-        params["init"] = _initial_centers(args, federation.parts[0].shape[1],
-                                          federation.feature_names)
+        params["init"] = read_init(
+            args.init, algorithm=args.algorithm, k=args.k,
+            n_features=federation.parts[0].shape[1], feature_names=federation.feature_names,
+        )
     spec = _valid_job(lambda: job_spec(federation, **params))
     if args.transport == "asgi":
         from fedclust.inprocess import run_in_process

@@ -57,8 +57,10 @@ def config(service: tuple[FederationFiles, InProcessApp],
     return ["--config", str(files.analyst)]
 
 
-def _submitted(config: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    assert main(["job", "submit", *config, *JOB]) == 0
+def _submitted(
+    config: list[str], capsys: pytest.CaptureFixture[str], job: list[str] = JOB
+) -> str:
+    assert main(["job", "submit", *config, *job]) == 0
     return capsys.readouterr().out.strip()
 
 
@@ -116,3 +118,35 @@ def test_logs_of_an_unknown_job_is_the_coordinators_404(
     assert main(["job", "logs", "job-unknown", *config]) == 2
     err = capsys.readouterr().err
     assert "HTTP 404" in err and "job-unknown" in err
+
+
+def test_submit_with_init_starts_the_service_job_from_the_given_centers(
+    config: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``job submit --init``: a CSV of K centers (its header the --feature-names) reaches the
+    job; started at the centers a seeded run converged to, the job stays there at once."""
+    job = ["--participants", ",".join(IDS), "--algorithm", "fkm", "--k", "2", "--seed", "2",
+           "--protection", "none", "--follow", "--json"]
+    assert main(["job", "submit", *config, *job]) == 0
+    (converged,) = ResultDocument.model_validate_json(capsys.readouterr().out).sweep
+    centers = np.array(converged.centers, dtype=np.float64)
+    path = tmp_path / "init.csv"
+    path.write_text("u,v\n" + "\n".join(",".join(repr(float(v)) for v in row) for row in centers))
+    named = [*job, "--feature-names", "u,v", "--init", str(path)]
+    job_id = _submitted(config, capsys, [a for a in named if a not in ("--follow", "--json")])
+    assert main(["job", "attach", job_id, *config, "--json"]) == 0
+    (started,) = ResultDocument.model_validate_json(capsys.readouterr().out).sweep
+    assert started.rounds <= 2
+    np.testing.assert_allclose(np.array(started.centers, dtype=np.float64), centers, atol=1e-9)
+    assert main(["job", "logs", job_id, *config, "--json"]) == 0
+    kinds = {t.kind for t in JobHistory.model_validate_json(capsys.readouterr().out).tasks}
+    assert "hold_kmeans_step" in kinds and "hold_kmeans_init" not in kinds  # round 1 from init
+
+    assert main(["job", "submit", *config, *named[:-2], "--init", str(path),
+                 "--feature-names", "a,b"]) == 2
+    assert "--init: the header of" in capsys.readouterr().err
+    sweep = list(named)
+    at = sweep.index("--k")
+    sweep[at:at + 2] = ["--k-range", "2:3"]
+    assert main(["job", "submit", *config, *sweep]) == 2
+    assert "--init gives the K initial centers of a single --k" in capsys.readouterr().err
