@@ -28,10 +28,11 @@ from fedclust.coordinator.db import Database
 from fedclust.coordinator.declarations import declare_job
 from fedclust.coordinator.job import result_document, run_job
 from fedclust.coordinator.metrics import CoordinatorMetrics, ObservedChannel, ObservedSummation
-from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
+from fedclust.coordinator.paillier_sum import JobKeyHolder
 from fedclust.coordinator.remote import RemoteParticipant, TaskChannel
 from fedclust.coordinator.result import RoundRecord
-from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.coordinator.secure_sum import JobSummation
+from fedclust.coordinator.summations import job_summation
 from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.crypto.masking import IntegrityError
 from fedclust.protocol import algorithms
@@ -185,26 +186,28 @@ class JobRunner:
             self._broker.close_job(job_id)
 
     def _summation(self, job_id: str, spec: JobCreate) -> JobSummation | None:
-        """The job's secure summation (None for protection "none"); its bounds come from the
-        participants' declarations (``coordinator.declarations``)."""
-        if spec.protection == "none":
-            return None
-        if spec.protection == "paillier":
-            holder = JobKeyHolder(
+        """The job's summation (:func:`coordinator.summations.job_summation`) over the
+        identity keys the participants enrolled with and the counting service's key."""
+
+        def enrolled_keys() -> dict[str, bytes]:
+            enrolled = self._db.participants()
+            keys: dict[str, bytes] = {}
+            for name in spec.participants:
+                record = enrolled.get(name)
+                if record is None or record.identity_key is None:
+                    raise ValueError(
+                        f"participant {name!r} enrolled without an identity key; masking "
+                        "needs every participant's Ed25519 public key (upgrade its agent)."
+                    )
+                keys[name] = base64.b64decode(record.identity_key)
+            return keys
+
+        return job_summation(
+            spec, job_id, identity_keys=enrolled_keys,
+            key_holder=lambda: JobKeyHolder(
                 job_id, self._counting.paillier_key, self._counting.paillier_decrypt
-            )
-            return PaillierSummation(job_id, holder)
-        enrolled = self._db.participants()
-        keys: dict[str, bytes] = {}
-        for name in spec.participants:
-            record = enrolled.get(name)
-            if record is None or record.identity_key is None:
-                raise ValueError(
-                    f"participant {name!r} enrolled without an identity key; masking needs "
-                    "every participant's Ed25519 public key (upgrade its agent)."
-                )
-            keys[name] = base64.b64decode(record.identity_key)
-        return MaskedSummation(job_id, keys, graph=spec.masking_graph)
+            ),
+        )
 
     def _succeed(self, job_id: str, document: ResultDocument) -> None:
         self._broker.flush()

@@ -16,9 +16,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedclust.coordinator.job import JobOutcome, result_document, run_job
-from fedclust.coordinator.paillier_sum import JobKeyHolder, PaillierSummation
+from fedclust.coordinator.paillier_sum import JobKeyHolder
 from fedclust.coordinator.result import ProgressCallback
-from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
+from fedclust.coordinator.secure_sum import JobSummation
+from fedclust.coordinator.summations import job_summation
 from fedclust.coordinator.sweep import SweepResult
 from fedclust.core.validation import check_data, check_int
 from fedclust.counting.keyholder import MemoryPaillierStore, PaillierKeyHolder
@@ -171,10 +172,11 @@ def _protected(
     if spec.protection == "none":
         return list(participants), None
     names = [p.name for p in participants]
-    summation: JobSummation
+    keys = {name: IdentityKey.generate() for name in names}
+    holder = PaillierKeyHolder(MemoryPaillierStore.with_rosters({SIMULATION_JOB_ID: names}))
+    stages: dict[str, SecureStages]
     if spec.protection == "masking":
-        keys = {name: IdentityKey.generate() for name in names}
-        stages: dict[str, SecureStages] = {
+        stages = {
             p.name: SecureStages(
                 SecureSession(
                     p, participant_id=p.name, job_id=SIMULATION_JOB_ID, identity=keys[p.name],
@@ -184,12 +186,7 @@ def _protected(
             )
             for p in participants
         }
-        summation = MaskedSummation(
-            SIMULATION_JOB_ID, {name: key.public_bytes() for name, key in keys.items()},
-            concurrent=False, graph=spec.masking_graph,
-        )
     else:
-        holder = PaillierKeyHolder(MemoryPaillierStore.with_rosters({SIMULATION_JOB_ID: names}))
 
         def announcer(name: str) -> Callable[[int], None]:
             return lambda r: holder.record_contribution(SIMULATION_JOB_ID, r, name)
@@ -205,15 +202,16 @@ def _protected(
             )
             for p in participants
         }
-        summation = PaillierSummation(
-            SIMULATION_JOB_ID,
-            JobKeyHolder(SIMULATION_JOB_ID, holder.public_key, holder.decrypt),
-            concurrent=False,
-        )
     members = [
         SecureMember(p, stages[p.name], algorithm=spec.algorithm, job_id=SIMULATION_JOB_ID)
         for p in participants
     ]
+    summation = job_summation(
+        spec, SIMULATION_JOB_ID,
+        identity_keys=lambda: {name: key.public_bytes() for name, key in keys.items()},
+        key_holder=lambda: JobKeyHolder(SIMULATION_JOB_ID, holder.public_key, holder.decrypt),
+        concurrent=False,
+    )
     return members, summation
 
 
