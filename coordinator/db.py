@@ -675,14 +675,14 @@ class Database:
             }
 
     def task_history(self, job_id: str) -> list[TaskHistory]:
-        """Every stored task of a job with when it and its answer were stored, in the order
-        they were stored (the answers themselves are not read, only a time-out's reason)."""
+        """Every stored task of a job, when it was stored and whether it was answered, in the
+        order they were stored (the answers are not read, only a time-out's reason)."""
         timed_out = case(
             (_ReplyRow.reply.startswith('{"' + _TIMED_OUT), _ReplyRow.reply), else_=None
         )
         query = (
             select(_TaskRow.participant, _TaskRow.task_id, _TaskRow.kind, _TaskRow.created_at,
-                   _ReplyRow.answered_at, timed_out)
+                   _ReplyRow.task_id.is_not(None), timed_out)
             .outerjoin(_ReplyRow, _ANSWERS_TASK)
             .where(_TaskRow.job_id == job_id)
             .order_by(_TaskRow.created_at, _TaskRow.task_id, _TaskRow.participant)
@@ -692,7 +692,7 @@ class Database:
                 TaskHistory(
                     participant=participant, task_id=task_id, kind=kind,
                     stored_at=_aware(stored),
-                    answered_at=None if answered is None or reason else _aware(answered),
+                    answered=bool(answered) and reason is None,
                     timed_out=None if reason is None else json.loads(reason).get(_TIMED_OUT),
                 )
                 for participant, task_id, kind, stored, answered, reason in s.execute(query)

@@ -79,10 +79,11 @@ class GraphParameters:
 
 
 def _probability(log2_p: float) -> str:
-    """``≤ 2^e``, with the percentage where it is at least 0.1 %; 0 for an impossible event."""
+    """``≤ 2^e`` with e = ⌈log2 p⌉ (so 2^e ≥ p: a bound, not a rounding), with the
+    percentage where it is at least 0.1 %; 0 for an impossible event."""
     if log2_p == -math.inf:
         return "0"
-    bound = f"≤ 2^{log2_p:.0f}"
+    bound = f"≤ 2^{math.ceil(log2_p)}"
     p = 2.0**log2_p
     return f"{bound} (about {p:.0%})" if p >= 0.01 else (
         f"{bound} (about {p:.1%})" if p >= 0.001 else bound

@@ -52,7 +52,10 @@ from fedclust.protocol.maths.standardise import MomentSums
 from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
 
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
-PROTOCOL_VERSION: Final = 2
+#: 3: the terms carry ``feature_names`` and ``init``; fed-distill's training tasks their
+#: epochs, learning rate and batch size; the ``kfed_dennis_centers`` task.
+#: Jobs stored by a coordinator of an earlier version do not resume under this one.
+PROTOCOL_VERSION: Final = 3
 MAX_ARRAY_ELEMENTS: Final = 10_000_000
 #: The most values a job's ``init`` (its K initial centers) holds.
 MAX_INIT_VALUES: Final = 1_000_000
@@ -656,7 +659,7 @@ TaskSpec = Annotated[
 class Task(_Strict):
     """One unit of work for one participant; ``task_id`` counts that participant's tasks."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     algorithm: AnyAlgorithm
@@ -1012,7 +1015,7 @@ REPLY_KIND: Final[dict[str, str]] = {
 class Contribution(_Strict):
     """A participant's answer to one task."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     reply: Reply
@@ -1026,7 +1029,7 @@ class CountReport(_Strict):
     releases a total over a roster outside it, so a coordinator cannot count it among
     members it did not admit."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     count: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -1035,7 +1038,7 @@ class CountReport(_Strict):
 class CountRoster(_Strict):
     """The coordinator tells the counting service which participants take part in a job."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     participants: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -1055,7 +1058,7 @@ class PaillierContribution(_Strict):
     job is not within it (none given: nothing is), and the round is decrypted only over
     contributors within every contributor's admitted roster."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -1068,7 +1071,7 @@ class CohortNotice(_Strict):
     released, and refuses it (409) when, with the cohorts released before, it would make a
     statistic of fewer than the minimum cohort derivable."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -1082,7 +1085,7 @@ class UnmaskView(_Strict):
     survivors also pass the differencing guard as a released cohort, as a
     :class:`CohortNotice` does."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     setup: int = Field(ge=1, le=MAX_WIRE_INT)
     round: int = Field(ge=1, le=MAX_WIRE_INT)
@@ -1097,7 +1100,7 @@ class PaillierDecryptRequest(_Strict):
     round, at least the minimum cohort; every field's ``n_contributions`` must match them.
     """
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
@@ -1430,16 +1433,15 @@ class JobPublic(_Strict):
 
 class TaskHistory(_Strict):
     """One task of a job as the coordinator stored it: to whom, of what kind, when the task
-    and its answer were stored. The coordinator groups its writes, so a task is stored when
-    it goes out or up to one round later, an answer before the next task goes out."""
+    was stored (a round's tasks together, before any goes out) and whether it was answered.
+    When each participant answered is not shown: its answer time follows its local
+    computation, which depends on its data (its number of rows, say)."""
 
     participant: Identifier
     task_id: int = Field(ge=0, description="The task's number among the participant's tasks.")
     kind: str
     stored_at: datetime
-    answered_at: datetime | None = Field(
-        default=None, description="When the answer was stored (None: not answered)."
-    )
+    answered: bool = Field(description="Whether the participant's answer was stored.")
     timed_out: str | None = Field(
         default=None, description="Why the task went unanswered, once it timed out."
     )
@@ -1524,7 +1526,7 @@ class ResultDocument(_Strict):
 class Enrolment(_Strict):
     """A participant agent announces itself: its schema width and what its policy allows."""
 
-    protocol_version: Literal[2] = PROTOCOL_VERSION
+    protocol_version: Literal[3] = PROTOCOL_VERSION
     n_features: int = Field(ge=1, le=100_000)
     allowed_algorithms: list[AnyAlgorithm] = Field(min_length=1)
     agent_version: str = Field(default="", max_length=64)

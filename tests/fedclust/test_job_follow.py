@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fedclust.cli.job
+import fedclust.client
 from fedclust.asgi import InProcessApp
 from fedclust.cli import main
 from fedclust.client import AnalystClient, AnalystConfig
@@ -53,7 +53,7 @@ def config(service: tuple[FederationFiles, InProcessApp],
     def client(config: AnalystConfig, **_: object) -> AnalystClient:
         return real(config, transport=coordinator.transport())
 
-    monkeypatch.setattr(fedclust.cli.job, "AnalystClient", client)
+    monkeypatch.setattr(fedclust.client, "AnalystClient", client)
     return ["--config", str(files.analyst)]
 
 
@@ -93,7 +93,7 @@ def test_logs_lists_every_task_each_participant_got(
     for pid in IDS:
         mine = sorted((t for t in history.tasks if t.participant == pid), key=lambda t: t.task_id)
         assert [t.task_id for t in mine] == list(range(len(mine)))  # none missing
-        assert all(t.answered_at is not None and t.answered_at >= t.stored_at for t in mine)
+        assert all(t.answered for t in mine)
         assert all(t.timed_out is None for t in mine)
         kinds[pid] = [t.kind for t in mine]
     assert kinds[IDS[0]][0] == "declare"
@@ -108,7 +108,7 @@ def test_logs_lists_every_task_each_participant_got(
     assert lines[1].endswith("  created") and lines[-1].endswith("  succeeded")
     tasks = lines[2:-1]
     assert len(tasks) == len(history.tasks)
-    assert all(re.search(r"  task \d+ +\S+ +answered \d\d:\d\d:\d\d\.\d{3}$", t) for t in tasks)
+    assert all(re.search(r"  task \d+ +\S+ +answered$", t) for t in tasks)
     assert {t.split()[2] for t in tasks} == set(IDS)
 
 
