@@ -328,17 +328,25 @@ def gather_required(participants: Sequence[P], ask: Callable[[P], T]) -> list[T]
     return answers
 
 
-def gather_present(
-    participants: Sequence[P], ask: Callable[[P], T]
-) -> tuple[list[T], tuple[str, ...]]:
-    """The answers of the participants present and who gave them: one that does not answer
-    drops out of the job, any refusal fails (``refusals_fail``, see :class:`Gatherer`)."""
-    return Gatherer().gather(
-        0, present(participants), lambda _, p: ask(p), refusals_fail=True
-    )
-
-
 R = TypeVar("R")
+
+
+def gather_present(
+    participants: Sequence[A],
+    spec_for: Callable[[int, A], msg.TaskSpec],
+    reply_type: type[R],
+) -> tuple[list[R], tuple[str, ...]]:
+    """The replies (of type ``reply_type``) of the participants present to their tasks
+    (``spec_for(index, participant)``, the index among those present) and who gave them:
+    one that does not answer drops out of the job, any refusal fails (``refusals_fail``,
+    see :class:`Gatherer`)."""
+    live = present(participants)
+    specs = [spec_for(i, p) for i, p in enumerate(live)]
+    if not specs:
+        return [], ()
+    return Gatherer().gather_replies(
+        0, live, lambda i, _: specs[i], expect(specs[0], reply_type), refusals_fail=True
+    )
 
 
 def expect(spec: msg.TaskSpec, reply_type: type[R]) -> Callable[[Named, msg.Reply], R]:

@@ -26,6 +26,7 @@ from fedclust.core.validation import FloatArray
 from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.exact_fcm import declared_rule_refusal, largest_allowed_k
+from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.bounds import (
     MODEL_PARAMETER_BOUND,
     local_clustering_ks,
@@ -43,7 +44,9 @@ class DeclaringParticipant(Protocol):
     @property
     def name(self) -> str: ...
 
-    def declare(self, terms: JobCreate) -> Declaration: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply to a task, here the :class:`~protocol.wire.messages.DeclareTask`."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -94,12 +97,10 @@ def declare_job(
             would refuse every round of 'ffcm' by its declared size rule.
         ValueError: an override of the job is below what a declaration needs.
     """
-    def ask(p: DeclaringParticipant) -> Declaration:
-        return p.declare(spec)
-
     algorithm = algorithms.get(spec.algorithm)
-    answers, names = gather_present(participants, ask)
-    declarations = dict(zip(names, answers, strict=True))
+    task = msg.DeclareTask(terms=spec)
+    answers, names = gather_present(participants, lambda *_: task, msg.DeclarationReply)
+    declarations = {n: a.to_result() for n, a in zip(names, answers, strict=True)}
     for name, d in declarations.items():
         if spec.max_rows is not None and spec.max_rows < d.row_bound:
             raise ValueError(

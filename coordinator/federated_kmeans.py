@@ -10,10 +10,10 @@ asking only for sums (``coordinator.center_kmeans.FederatedCenters``: plain with
 ``init`` where given) and warm-started after. It stops when the
 matched global centers move less than ``eps`` (Frobenius norm), after ``max_rounds``, or with
 "empty_clusters" when the local means cannot fill K clusters.
-``run_kfed``: one round of local k-means centers (``kfed_centers``, k_local = k by default)
-and the k-FED server step; with ``faithful``, k-FED as Dennis et al. write it
+``run_kfed``: one round of local k-means centers (``kfed_centers`` tasks, k_local = k by
+default) and the k-FED server step; with ``faithful``, k-FED as Dennis et al. write it
 (``kfed_dennis_centers``, ``protocol.maths.kfed``'s module docstring says how they differ).
-Only what the participant methods return reaches the coordinator.
+Only the participants' replies reach the coordinator.
 
 Design notes: ``docs/center-kmeans.md`` (§ Round loops of federated k-means and k-FED).
 """
@@ -60,9 +60,9 @@ class KFedParticipant(Protocol):
 
     name: str
 
-    def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray: ...
-
-    def kfed_dennis_centers(self, k_local: int, *, seed: int | None) -> FloatArray: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The local centers of a ``kfed_centers`` or ``kfed_dennis_centers`` task."""
+        ...
 
 
 def _participant_seeds(rng: np.random.Generator, n: int) -> list[int]:
@@ -188,16 +188,14 @@ def run_kfed(
     rng = rng_from(seed)
     seeds = _participant_seeds(rng, len(participants))
     gatherer = Gatherer()
-    if faithful:
-        local, names = gatherer.gather(
-            1, participants, lambda i, p: p.kfed_dennis_centers(k_local, seed=seeds[i])
-        )
-        centers = combine_kfed_dennis(local, k, seed=int(rng.integers(_SEED_BOUND)))
-    else:
-        local, names = gatherer.gather(
-            1, participants, lambda i, p: p.kfed_centers(k_local, seed=seeds[i])
-        )
-        centers = combine_kfed(local, k, seed=int(rng.integers(_SEED_BOUND)))
+    task = msg.KfedDennisCentersTask if faithful else msg.KfedCentersTask
+    asks = [task(k_local=k_local, seed=s) for s in seeds]
+    replies, names = gatherer.gather_replies(
+        1, participants, lambda i, _: asks[i], expect(asks[0], msg.KfedCentersReply)
+    )
+    local = [r.centers.to_numpy() for r in replies]
+    combine = combine_kfed_dennis if faithful else combine_kfed
+    centers = combine(local, k, seed=int(rng.integers(_SEED_BOUND)))
     log = RoundLog(on_round)
     log.add(RoundRecord(round=1, shift=0.0, responders=names))
     return FederatedResult(

@@ -139,7 +139,7 @@ def run_job(
         summation.set_bounds(max_rows=bounds.max_rows, value_bound=bounds.value_bound)
 
     stage("counting")
-    gather_present(participants, lambda p: p.report_count())
+    gather_present(participants, lambda *_: msg.ReportCountTask(), msg.AckReply)
     left_out("at the count")
     rows = PresentRows(
         participants, total_count, value_bound=bounds.value_bound, summation=sums
@@ -166,9 +166,11 @@ def run_job(
         seeds = [int(rng.integers(_SEED_BOUND)) for _ in participants]
         by_name = {p.name: s for p, s in zip(participants, seeds, strict=True)}
         answers, _ = gather_present(
-            participants, lambda p: p.local_k(lo, hi, m=spec.m, seed=by_name[p.name])
+            participants,
+            lambda _, p: msg.LocalKTask(k_min=lo, k_max=hi, m=spec.m, seed=by_name[p.name]),
+            msg.LocalKReply,
         )
-        local_k = tuple(answers)
+        local_k = tuple(a.k for a in answers)
         left_out("while choosing its local K")
     sweep = run_sweep(
         spec.algorithm, participants, spec.ks, total_count=rows,

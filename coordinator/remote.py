@@ -1,9 +1,8 @@
-"""A participant seen from the coordinator over the wire: the same methods as a local one.
+"""A participant seen from the coordinator over the wire: it answers tasks as a local one does.
 
-:class:`RemoteParticipant` sends each task (``answer``, and the drivers' other calls:
-``declare``, ``local_k``, ...) through a :class:`TaskChannel` and turns the reply back into
-the protocol's statistics, so every driver in ``coordinator`` runs unchanged over the
-network; :meth:`RemoteParticipant.answer_round` sends a round's tasks through a
+:class:`RemoteParticipant` sends each task (``answer``, or ``ask`` for a reply of a given
+type) through a :class:`TaskChannel`, so every driver in ``coordinator`` runs unchanged over
+the network; :meth:`RemoteParticipant.answer_round` sends a round's tasks through a
 :class:`RoundChannel` at once, for one waiting thread. A refusal reply becomes
 :class:`~core.errors.RefusedError` (a fatal one, or a reply of the wrong kind or shape, a
 :class:`~core.errors.ProtocolError`: the job cannot go on).
@@ -19,11 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from numpy.typing import ArrayLike
-
 from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
-from fedclust.core.validation import FloatArray
-from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
 
 R = TypeVar("R")
@@ -69,7 +64,9 @@ class RemoteParticipant:
             self.dropped = str(exc)
             raise
 
-    def _ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
+    def ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
+        """Send ``spec``; its reply if of type ``expected`` (a refusal raises RefusedError,
+        another kind ProtocolError)."""
         reply = self._send(spec)
         if isinstance(reply, msg.RefusalReply):
             raise reply.error(self.name)
@@ -111,11 +108,6 @@ class RemoteParticipant:
             raise fatal
         return outcomes
 
-    def ask(self, spec: msg.TaskSpec, expected: type[R]) -> R:
-        """Send ``spec``; its reply if of type ``expected`` (a refusal raises RefusedError,
-        another kind ProtocolError)."""
-        return self._ask(spec, expected)
-
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         """The reply to one task, whatever its kind (a plain sum's statistic, a stage of a
         secure sum); a refusal raises RefusedError, silence UnavailableError."""
@@ -123,30 +115,3 @@ class RemoteParticipant:
         if isinstance(reply, msg.RefusalReply):
             raise reply.error(self.name)
         return reply
-
-    def declare(self, terms: msg.JobCreate) -> Declaration:
-        """The participant's declared bounds for the job of ``terms`` (sent with them)."""
-        return self._ask(msg.DeclareTask(terms=terms), msg.DeclarationReply).to_result()
-
-    def report_count(self) -> None:
-        self._ask(msg.ReportCountTask(), msg.AckReply)
-
-    def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None:
-        spec = msg.ApplyStandardisationTask(
-            mean=msg.WireArray.of(mean), scale=msg.WireArray.of(scale)
-        )
-        self._ask(spec, msg.AckReply)
-
-    def local_k(self, k_min: int, k_max: int, *, m: float, seed: int | None) -> int:
-        spec = msg.LocalKTask(k_min=k_min, k_max=k_max, m=m, seed=seed)
-        return self._ask(spec, msg.LocalKReply).k
-
-    def kfed_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
-        spec = msg.KfedCentersTask(k_local=k_local, seed=seed)
-        centers: FloatArray = self._ask(spec, msg.KfedCentersReply).centers.to_numpy()
-        return centers
-
-    def kfed_dennis_centers(self, k_local: int, *, seed: int | None) -> FloatArray:
-        spec = msg.KfedDennisCentersTask(k_local=k_local, seed=seed)
-        centers: FloatArray = self._ask(spec, msg.KfedCentersReply).centers.to_numpy()
-        return centers

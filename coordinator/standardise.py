@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from fedclust.coordinator._rounds import (
     MIN_PROTECTED_MEMBERS,
@@ -45,10 +44,8 @@ class StandardisingParticipant(Protocol):
     def name(self) -> str: ...
 
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The reply to a task, here ``moment_sums``."""
+        """The reply to a task, here ``moment_sums`` and ``apply_standardisation``."""
         ...
-
-    def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None: ...
 
 
 def _moments_task(shift: FloatArray | None) -> msg.MomentSumsTask:
@@ -231,5 +228,8 @@ def standardise_federation(
     mean, scale = pooled_mean_scale(
         participants, total_count, two_pass=two_pass, summation=summation
     )
-    gather_present(participants, lambda p: p.apply_standardisation(mean, scale))
+    task = msg.ApplyStandardisationTask(
+        mean=msg.WireArray.of(mean), scale=msg.WireArray.of(scale)
+    )
+    gather_present(participants, lambda *_: task, msg.AckReply)
     return mean, scale

@@ -1,6 +1,6 @@
 """A round's tasks through the broker at once (``Broker.ask_many``): one waiting thread for
 every participant's reply, timeouts, a cancel, replay on resume, and the round drivers'
-gathering over it (``coordinator._rounds.answer_each``)."""
+gathering over it (``coordinator._rounds.answer_each``), the one-shot stages' included."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from fedclust.coordinator.broker import (
     TaskTimeoutError,
 )
 from fedclust.coordinator.db import Database, JobRecord
+from fedclust.coordinator.declarations import declare_job
+from fedclust.coordinator.federated_kmeans import run_kfed
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import PlainSummation
 from fedclust.core.errors import ProtocolError, RefusedError
@@ -231,5 +233,49 @@ def test_a_required_round_fails_on_a_refusal_and_a_fatal_refusal_stops_the_job(
     _answer(broker, "p2", lambda _: _sums(2))
     with pytest.raises(ProtocolError, match="participant 'p0': bounds broken"):
         asked.result(timeout=30)
+    broker.close_job("job-r")
+    broker.close()
+
+
+def _declaration(row_bound: int, _: msg.Task) -> msg.Reply:
+    return msg.DeclarationReply(
+        row_bound=row_bound, value_bound=4.0, row_bound_source="configured",
+        value_bound_source="configured", enforces_fcm_rule=False,
+    )
+
+
+def _centers(centers: np.ndarray, _: msg.Task) -> msg.Reply:
+    return msg.KfedCentersReply(centers=msg.WireArray.of(centers))
+
+
+def test_the_one_shot_stages_over_the_broker_wait_in_one_thread(db: Database) -> None:
+    """The declarations and k-FED's local centers (stages asked once per job) go to the broker
+    as one round each: while every task is out, only the asking thread was started; the
+    answers come back in the participants' order and a silent participant drops out."""
+    broker = Broker(db, timeout=0.5)
+    job = _job(db)
+    remotes = _remotes(broker.open_job(job))
+    before = {t.ident for t in threading.enumerate()}
+    declared = _in_thread(lambda: declare_job(remotes, job.spec, n_features=2))
+    _wait_for(lambda: _waiting(broker) == NAMES)
+    assert len({t.ident for t in threading.enumerate()} - before) == 1
+    for i, name in reversed(list(enumerate(NAMES))):
+        _answer(broker, name, functools.partial(_declaration, 64 * 2**i))
+    bounds = declared.result(timeout=30)
+    assert list(bounds.declarations) == NAMES
+    assert bounds.max_rows == 256
+
+    local = {"p0": CENTERS, "p2": CENTERS + 10.0}
+    before = {t.ident for t in threading.enumerate()}
+    centers = _in_thread(lambda: run_kfed(remotes, 2, seed=0))
+    _wait_for(lambda: _waiting(broker) == NAMES)
+    assert len({t.ident for t in threading.enumerate()} - before) == 1
+    for name, mine in local.items():  # p1 stays silent and drops out
+        task = _answer(broker, name, functools.partial(_centers, mine))
+        assert isinstance(task.spec, msg.KfedCentersTask) and task.spec.k_local == 2
+    result = centers.result(timeout=30)
+    assert result.history[0].responders == ("p0", "p2")
+    assert remotes[1].dropped is not None
+    assert any("participant 'p1' dropped out" in note for note in result.notes)
     broker.close_job("job-r")
     broker.close()

@@ -156,8 +156,9 @@ def test_the_coordinator_fails_such_a_job_at_its_declaration_by_the_same_rule() 
     class Declares:
         name = "hospital-a"
 
-        def declare(self, _: msg.JobCreate) -> Declaration:
-            return DECLARED
+        def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+            assert isinstance(spec, msg.DeclareTask)
+            return msg.DeclarationReply.of(DECLARED)
 
     for algorithm in ("fedfcm", "fedfcm-avg", "fkm", "kfed", "kfed-dennis"):
         job = terms(algorithm, k_range=(2, 34), local_k_range=None)
