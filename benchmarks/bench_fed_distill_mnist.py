@@ -28,6 +28,7 @@ import argparse
 import sys
 from typing import Any
 
+from benchmarks._deep import deep_parser
 from fedclust.deep_simulate import DeepSimulationDocument, simulate_fed_distill
 
 #: Yang & Tae 2023, Table 3: grouping ARI where issue 22 quotes it.
@@ -48,17 +49,11 @@ def run(args: argparse.Namespace, groups: int, classes: int, mode: str) -> DeepS
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--preset", choices=("paper", "code"), default="paper")
-    ap.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    ap = deep_parser(__doc__)
     ap.add_argument("--configs", default="2x2,2x5,5x2,5x5,10x2,10x5",
                     help="comma-separated GROUPSxCLASSES")
     ap.add_argument("--global", dest="global_", action="store_true",
                     help="also run mode global (one teacher for all)")
-    ap.add_argument("--protection", choices=("none", "masking"), default="none",
-                    help="none (default, as in the paper) or masking")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="a seconds-long smoke run on digits")
     args = ap.parse_args(argv)
     configs = "2x2,3x3" if args.quick else args.configs
     rows: list[tuple[str, DeepSimulationDocument, DeepSimulationDocument | None]] = []

@@ -25,6 +25,7 @@ import argparse
 import sys
 from typing import Any
 
+from benchmarks._deep import deep_parser
 from fedclust.deep_simulate import DeepSimulationDocument, simulate_fedcref
 
 #: Nardi et al., Tables 3-4 (MNIST, 25 clients), as issue 22 quotes them: groups found,
@@ -54,16 +55,10 @@ def _clusters(doc: DeepSimulationDocument) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--preset", choices=("paper", "code"), default="paper")
-    ap.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    ap = deep_parser(__doc__)
     ap.add_argument("--dirtiness", type=float, nargs="+", default=[0.0, 0.3, 0.5])
     ap.add_argument("--max-iterations", type=int, default=None,
                     help="the most FedCRef iterations (default: the preset's)")
-    ap.add_argument("--protection", choices=("none", "masking"), default="none",
-                    help="none (default, as in the paper) or masking")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="a seconds-long smoke run on digits")
     args = ap.parse_args(argv)
     docs: list[tuple[float, DeepSimulationDocument]] = []
     for d in args.dirtiness:

@@ -1,10 +1,12 @@
 """Start-up of the ``fedclust`` command against ``python -c "import pandas"``, in the same run.
 
 Times, each in a fresh process: ``fedclust --version``, ``fedclust --help``, ``fedclust
-simulate --help`` (each to its exit), and a small ``fedclust simulate`` (motivational example,
-fkm, K = 2) to its first line on stderr (``starting: ...``) and to its first sweep line
-(``clustering  K=2``: the modules imported and the data loaded), then stopped. Aims: --version
-and --help within 0.3 s, the first line within 1 s. Medians [ranges] of ``--repeats`` (>= 5)
+simulate --help``, ``fedclust job submit --help`` (its flags come from the wire models) and
+``fedclust federation --help`` (each to its exit), and a small ``fedclust simulate``
+(motivational example, fkm, K = 2) to its first line on stderr (``starting: ...``) and to its
+first sweep line (``clustering  K=2``: the modules imported and the data loaded), then
+stopped. Aims: --version and --help within 0.3 s, the command groups' --help within 0.5 s,
+the first line within 1 s. Medians [ranges] of ``--repeats`` (>= 5)
 interleaved runs (``benchmarks._timing``), and each median over the pandas import's.
 
 Usage: python -m benchmarks.bench_startup [--repeats 5]
@@ -27,7 +29,8 @@ from benchmarks._timing import Timing, interleaved
 SIMULATE = ("simulate", "--dataset", "motivational", "--algorithm", "fkm", "--k", "2",
             "--seed", "1", "--protection", "none")
 FIRST_SWEEP_LINE = "progress: clustering"
-AIMS = {"fedclust --version": 0.3, "fedclust --help": 0.3, "simulate: first line": 1.0}
+AIMS = {"fedclust --version": 0.3, "fedclust --help": 0.3, "fedclust job submit --help": 0.5,
+        "fedclust federation --help": 0.5, "simulate: first line": 1.0}
 
 
 def fedclust_command() -> list[str]:
@@ -88,6 +91,8 @@ def main() -> None:
         "fedclust --version": to_exit([*cli, "--version"]),
         "fedclust --help": to_exit([*cli, "--help"]),
         "fedclust simulate --help": to_exit([*cli, "simulate", "--help"]),
+        "fedclust job submit --help": to_exit([*cli, "job", "submit", "--help"]),
+        "fedclust federation --help": to_exit([*cli, "federation", "--help"]),
         "simulate: first sweep line": simulate,
     }
     try:

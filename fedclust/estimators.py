@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -233,6 +233,10 @@ class _FederatedClusterer(
             ) from None
         return int(state.randint(_SEED_BOUND))
 
+    def _job_algorithm(self) -> Algorithm:
+        """The registered algorithm the job runs (:mod:`fedclust.protocol.algorithms`)."""
+        return self._algorithm
+
     def _simulation_params(self) -> dict[str, Any]:
         """The keyword arguments of :func:`fedclust.simulate.simulate` this estimator sets."""
         owner = type(self).__name__
@@ -319,7 +323,7 @@ class _FederatedClusterer(
         init = self._given_init(ks, n_features)
         names = None if split.feature_names is None else tuple(split.feature_names)
         report = simulate(
-            Federation(owner, tuple(split.parts), None, names), algorithm=self._algorithm,
+            Federation(owner, tuple(split.parts), None, names), algorithm=self._job_algorithm(),
             ks=ks, init=init, **params,
         )
         doc = report.to_document()
@@ -379,7 +383,7 @@ class _FederatedClusterer(
     # -- one participant's rows -------------------------------------------------------------
     @property
     def _fuzzy(self) -> bool:
-        return algorithms.get(self._algorithm).fuzzy
+        return algorithms.get(self._job_algorithm()).fuzzy
 
     def _in_units(self, Xa: FloatArray) -> FloatArray:
         """Rows (or centers) in the units the job clustered in: z-scores if it standardised."""
@@ -632,8 +636,13 @@ class FederatedKMeans(_CenterRoundsClusterer):
 
 
 class KFed(_FederatedClusterer):
-    """k-FED (Dennis, Li & Smith 2021; "kfed"): one shot of local k-means centers, clustered
-    at the coordinator.
+    """One-shot federated k-means after k-FED (Dennis, Li & Smith 2021, Algs. 1-2): every
+    participant's local k-means centers, clustered once at the coordinator.
+
+    ``variant`` picks the registered algorithm: "ours" (default; "kfed") is our stronger
+    variant (no SVD projection, greedy k-means++, Lloyd to convergence on the server);
+    "dennis" ("kfed-dennis") is k-FED as the paper writes it (SVD projection, k-means++,
+    one Lloyd step on the server). :mod:`fedclust.protocol.maths.kfed` states both.
 
     Every participant sends its local centers in the clear by design, so ``protection``
     defaults to (and the job accepts only) "none". ``predict_proba`` gives one-hot
@@ -641,11 +650,13 @@ class KFed(_FederatedClusterer):
     """
 
     _algorithm: ClassVar[Algorithm] = "kfed"
+    _VARIANTS: ClassVar[dict[str, Algorithm]] = {"ours": "kfed", "dennis": "kfed-dennis"}
 
     def __init__(
         self,
         n_clusters: int = 3,
         *,
+        variant: Literal["ours", "dennis"] = "ours",
         k_range: tuple[int, int] | None = None,
         m: float = 2.0,
         protection: ProtectionScheme = "none",
@@ -654,12 +665,22 @@ class KFed(_FederatedClusterer):
         min_cohort: int = 3,
     ) -> None:
         self.n_clusters = n_clusters
+        self.variant = variant
         self.k_range = k_range
         self.m = m
         self.protection = protection
         self.standardise = standardise
         self.random_state = random_state
         self.min_cohort = min_cohort
+
+    def _job_algorithm(self) -> Algorithm:
+        if not isinstance(self.variant, str) or self.variant not in self._VARIANTS:
+            raise ValueError(
+                f"The 'variant' parameter of KFed must be a str among "
+                f"{{{', '.join(repr(v) for v in self._VARIANTS)}}}. Got {self.variant!r} "
+                f"instead."
+            )
+        return self._VARIANTS[self.variant]
 
     def _simulation_params(self) -> dict[str, Any]:
         params = super()._simulation_params()

@@ -86,10 +86,9 @@ class SweepProgress:
         self._last_line = ""
         self._finished = False
         self._current: int | None = None  # the K being computed
-        self._sweep_start: float | None = None  # when the first K seen started
-        self._start_weight = 0  # the K values before it (a job followed from mid-sweep)
-        self._last_done: float | None = None  # when the last finished K finished
-        self._done_weight = 0
+        self._current_start: float | None = None  # when this display saw it start
+        #: (seconds, K values) of each step from one K to a later one seen by this display
+        self._steps: list[tuple[float, int]] = []
         self._sweep_over = False
 
     def __enter__(self) -> SweepProgress:
@@ -127,30 +126,35 @@ class SweepProgress:
         """Seconds the sweep's remaining K values should take, once one K has finished
         (None before, and after the sweep).
 
-        A K's time is taken as proportional to K (a round of every sweep algorithm costs
-        O(N·K·D)): with W the sum of the K values finished since this display began, T the
-        time they took and R the sum of the K values left (the current one included), the
-        estimate is T·R/W less the time spent on the current K so far, never below 0.
+        With t the seconds per K value of the recent steps (up to two) and R the K values
+        left, the current one included, the estimate is t·R less the time spent on the
+        current K so far, never below 0. The first step seen is left out once there are
+        two: it carries the start-up (compilation, caches, connections), and for a job
+        followed from mid-sweep it is only part of a K. The time per K is taken as flat,
+        not proportional to K: a round costs O(N·K·D), but the rounds to converge do not
+        grow with K, and at a coordinator the rounds' waits dominate.
         """
-        if self._sweep_over or self._last_done is None or self._sweep_start is None:
+        if self._sweep_over or not self._steps or self._current is None:
             return None
-        rate = (self._last_done - self._sweep_start) / (self._done_weight - self._start_weight)
-        left = sum(self._ks) - self._done_weight
-        return max(0.0, rate * left - (self._clock() - self._last_done))
+        recent = self._steps[1:][-2:] if len(self._steps) >= 2 else self._steps
+        per_k = sum(seconds for seconds, _ in recent) / sum(n for _, n in recent)
+        left = len(self._ks) - self._ks.index(self._current)
+        assert self._current_start is not None
+        return max(0.0, per_k * left - (self._clock() - self._current_start))
 
     def _time(self, stage: str, k: int | None) -> None:
         """Note when each K starts: the K values before it have finished."""
         if stage not in _SWEEP_STAGES:
-            self._sweep_over = self._sweep_start is not None
+            self._sweep_over = self._current is not None
             return
         if k is None or k not in self._ks or k == self._current:
             return
-        now, before = self._clock(), sum(self._ks[: self._ks.index(k)])
-        self._current = k
-        if self._sweep_start is None:
-            self._sweep_start, self._start_weight, self._done_weight = now, before, before
-        elif before > self._done_weight:
-            self._done_weight, self._last_done = before, now
+        now = self._clock()
+        if self._current is not None and self._current_start is not None:
+            done = self._ks.index(k) - self._ks.index(self._current)
+            if done > 0:
+                self._steps.append((now - self._current_start, done))
+        self._current, self._current_start = k, now
 
     def update(
         self, stage: str, k: int | None = None, round_: int | None = None,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from fedclust.data.loaders import DATASETS_ENV, shared_datasets_dir
+
 # The PostgreSQL fixtures: postgres, postgres_url, database_url (sqlite and postgresql).
 pytest_plugins = ["tests.pg"]
-
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,7 +31,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def datasets() -> Path:
-    """The shared datasets folder, ../shared/datasets beside the project root."""
-    if not DATASETS.is_dir():
-        pytest.skip(f"shared datasets not found at {DATASETS}")
-    return DATASETS
+    """The shared datasets folder: $FEDCLUST_DATASETS, else ../shared/datasets beside the
+    project root (:func:`shared_datasets_dir`)."""
+    found = shared_datasets_dir()
+    if found is None:
+        pytest.skip(f"shared datasets not found (${DATASETS_ENV}, else ../shared/datasets)")
+    return found

@@ -103,12 +103,14 @@ def _shown(value: Any) -> str:
 
 
 def params_from_flags(args: argparse.Namespace, algorithm: str) -> dict[str, Any]:
-    """The fields of ``algorithm``'s parameters given on the command line."""
-    model = params_model(algorithm)
-    if model is None:
-        return {}
+    """The fields of ``algorithm``'s parameters given on the command line: its ``--preset``
+    (ValueError for a preset it does not have: :meth:`AlgorithmSpec.preset`), under the
+    flags given."""
     preset = getattr(args, "preset", None)
     fields = {} if preset is None else algorithms.get(algorithm).preset(preset)
+    model = params_model(algorithm)
+    if model is None:
+        return fields
     given = {name: getattr(args, flag[2:].replace("-", "_"), None)
              for name, flag in _fields(algorithm, model)}
     return {**fields, **{name: value for name, value in given.items() if value is not None}}

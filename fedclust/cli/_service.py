@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fedclust.cli import _COMMANDS
 from fedclust.infra.logformat import ENV_VAR, FORMATS, configure_logging, shown_database_url
+
+if TYPE_CHECKING:
+    from fedclust.infra.tls import TlsSettings
 
 _CONFIG_HELP = (
     "TOML config file; FEDCLUST_<TABLE>__<KEY> variables and secret files override it, or "
@@ -61,10 +64,31 @@ def _add_check_parser(actions: Any, role: str) -> None:
                "and audit log (writable)" if role == "participant" else
                "the database URL (syntax, driver, a SQLite file's folder; no connection is "
                "made)")
-            + ". Prints OK, or every problem found (exit status 1)."
+            + ". Prints OK, or the loader's first error, else every problem found (exit "
+            "status 1)."
         ),
     )
     check.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
+
+
+class _ServerSettings(Protocol):
+    """What the coordinator's and the counting service's settings both have."""
+
+    @property
+    def database_url(self) -> str: ...
+
+    @property
+    def tls(self) -> TlsSettings: ...
+
+
+def _server_problems(settings: _ServerSettings, *, database_key: str) -> list[str]:
+    """What a server's loader leaves to its start: the database URL (at ``database_key``)
+    and the certificates' dates."""
+    from fedclust.infra.preflight import certificate_problems, database_problems
+
+    return database_problems(settings.database_url, key=database_key) + (
+        certificate_problems(settings.tls)
+    )
 
 
 def _checked(

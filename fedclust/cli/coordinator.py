@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from fedclust.cli._service import (
     _GRACEFUL_SHUTDOWN,
@@ -16,25 +15,14 @@ from fedclust.cli._service import (
     _database_errors,
     _log_to_stderr,
     _migrated,
+    _server_problems,
 )
-
-if TYPE_CHECKING:
-    from fedclust.coordinator.settings import CoordinatorSettings
 
 
 def add_arguments(command: argparse.ArgumentParser) -> None:
     actions = _add_service_actions(command, "coordinator", "serve")
     _add_migrate_parser(actions, "coordinator")
     _add_check_parser(actions, "coordinator")
-
-
-def _problems(settings: CoordinatorSettings) -> list[str]:
-    """What the loader leaves to the start: the database URL, certificates' dates."""
-    from fedclust.infra.preflight import certificate_problems, database_problems
-
-    return database_problems(settings.database_url, key="coordinator.database_url") + (
-        certificate_problems(settings.tls)
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "check":
         return _checked(
-            "coordinator", args.config, lambda: CoordinatorSettings.load(args.config), _problems
+            "coordinator", args.config, lambda: CoordinatorSettings.load(args.config),
+            lambda settings: _server_problems(settings, database_key="coordinator.database_url"),
         )
     settings = CoordinatorSettings.load(args.config)
     with _database_errors(settings.database_url):

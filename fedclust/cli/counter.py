@@ -15,6 +15,7 @@ from fedclust.cli._service import (
     _database_errors,
     _log_to_stderr,
     _migrated,
+    _server_problems,
 )
 
 if TYPE_CHECKING:
@@ -26,15 +27,6 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     _add_migrate_parser(actions, "counter")
     _add_members_parser(actions)
     _add_check_parser(actions, "counter")
-
-
-def _problems(settings: CountingSettings) -> list[str]:
-    """What the loader leaves to the start: the database URL, certificates' dates."""
-    from fedclust.infra.preflight import certificate_problems, database_problems
-
-    return database_problems(settings.database_url, key="counting.database_url") + (
-        certificate_problems(settings.tls)
-    )
 
 
 def _add_members_parser(actions: Any) -> None:
@@ -103,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "check":
         return _checked(
-            "counter", args.config, lambda: CountingSettings.load(args.config), _problems
+            "counter", args.config, lambda: CountingSettings.load(args.config),
+            lambda settings: _server_problems(settings, database_key="counting.database_url"),
         )
     settings = CountingSettings.load(args.config)
     with _database_errors(settings.database_url):

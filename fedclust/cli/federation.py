@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from fedclust.client import AnalystClient, AnalystConfig
-from fedclust.protocol.wire.admin import InviteBundle
-from fedclust.protocol.wire.messages import ParticipantPublic
+if TYPE_CHECKING:
+    from fedclust.protocol.wire.messages import ParticipantPublic
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -82,6 +82,9 @@ def add_arguments(federation: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedclust.client import AnalystClient, AnalystConfig
+    from fedclust.protocol.wire.admin import InviteBundle
+
     config = AnalystConfig.load(args.config)
     with AnalystClient(config) as client:
         if args.action == "invite":

@@ -12,9 +12,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from fedclust.cli._common import (
     PROTECTION_CHOICES,
@@ -29,18 +27,13 @@ from fedclust.cli._common import (
     read_init,
 )
 from fedclust.cli._params import add_params_flags, params_from_flags, params_model
-from fedclust.client import AnalystClient, AnalystConfig, format_progress
-from fedclust.exports import with_feature_names, write_exports
 from fedclust.progress import SweepProgress
 from fedclust.protocol import algorithms
-from fedclust.protocol.wire.messages import (
-    DisclosureLedger,
-    JobCreate,
-    JobHistory,
-    JobPublic,
-    WireArray,
-)
-from fedclust.report import format_job_list, format_result
+from fedclust.protocol.wire.messages import JobCreate, WireArray
+
+if TYPE_CHECKING:
+    from fedclust.client import AnalystClient
+    from fedclust.protocol.wire.messages import DisclosureLedger, JobHistory, JobPublic
 
 
 def _participant_ids(text: str) -> list[str]:
@@ -150,7 +143,7 @@ def add_arguments(job: argparse.ArgumentParser) -> None:
 
 
 def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> JobCreate:
-    """The :class:`JobCreate` of the job flags (shared by ``job submit`` and ``demo``)."""
+    """The :class:`JobCreate` of ``job submit``'s flags."""
     k_range = None if args.k_range is None else (args.k_range[0], args.k_range[-1])
     local = None if args.local_range is None else (args.local_range[0], args.local_range[-1])
     _check_protection(args)
@@ -179,20 +172,21 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
 
 def _params_blocks(args: argparse.Namespace) -> dict[str, Any]:
     """The job's parameters block of its algorithm, from the flags made for it
-    (``fedclust.cli._params``); fed-distill's public set from ``--public``."""
-    block = algorithms.get(args.algorithm).params_block
-    if block is None:
-        return {}
+    (``fedclust.cli._params``; a ``--preset`` it does not have refused even without a
+    block); fed-distill's public set from ``--public``."""
     fields = params_from_flags(args, args.algorithm)
+    block, model = algorithms.get(args.algorithm).params_block, params_model(args.algorithm)
+    if block is None or model is None:
+        return {}
     if args.algorithm == "fed-distill":
         fields["public"] = _public_set(getattr(args, "public", None), fields)
-    model = params_model(args.algorithm)
-    assert model is not None
     return {block: model(**fields)}
 
 
 def _public_set(path: Path | None, fields: dict[str, Any]) -> WireArray:
     """fed-distill's public set from ``--public FILE.npy``."""
+    import numpy as np
+
     if path is None or "n_classes" not in fields:
         raise ValueError("invalid job: fed-distill needs --public FILE.npy and --n-classes")
     try:
@@ -226,6 +220,8 @@ def format_history(history: JobHistory) -> str:
     """A job's history as text: one line when it was created, one per task (when it was
     stored, to whom, its number and kind, when its answer was stored or why it timed out),
     its state now. The times are the coordinator's grouped writes (:class:`TaskHistory`)."""
+    from fedclust.client import format_progress
+
     job = history.job
     spec = job.spec
     ks = f"  K={spec.ks[0]}..{spec.ks[-1]}" if spec.ks else ""
@@ -238,10 +234,8 @@ def format_history(history: JobHistory) -> str:
     for t in history.tasks:
         if t.timed_out is not None:
             outcome = f"timed out: {t.timed_out}"
-        elif t.answered_at is None:
-            outcome = "not answered"
         else:
-            outcome = f"answered {_time(t.answered_at, day=False)}"
+            outcome = "answered" if t.answered else "not answered"
         lines.append(
             f"{_time(t.stored_at)}  {t.participant:<{width}}  task {t.task_id:<3d} "
             f"{t.kind:<22} {outcome}"
@@ -252,9 +246,9 @@ def format_history(history: JobHistory) -> str:
     return "\n".join(lines)
 
 
-def _time(at: datetime, *, day: bool = True) -> str:
-    """A stored time (UTC) to the millisecond, with its date if ``day``."""
-    return at.strftime("%Y-%m-%d %H:%M:%S.%f" if day else "%H:%M:%S.%f")[:-3]
+def _time(at: datetime) -> str:
+    """A stored time (UTC) to the millisecond."""
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def follow_job(client: AnalystClient, job: JobPublic, *, command: str, as_json: bool) -> int:
@@ -272,6 +266,8 @@ def follow_job(client: AnalystClient, job: JobPublic, *, command: str, as_json: 
 
 def print_job_result(client: AnalystClient, job: JobPublic, *, as_json: bool) -> int:
     """Print a finished job's result (or its error); the exit status for it."""
+    from fedclust.report import format_result
+
     if job.state == "succeeded":
         doc = client.result(job.id)
         title = f"job {job.id}"
@@ -292,6 +288,10 @@ def starting(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedclust.client import AnalystClient, AnalystConfig, format_progress
+    from fedclust.exports import with_feature_names, write_exports
+    from fedclust.report import format_job_list, format_result
+
     config = AnalystConfig.load(args.config)
     with AnalystClient(config) as client:
         if args.action == "submit":

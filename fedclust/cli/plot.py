@@ -7,9 +7,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from fedclust.exports import feature_names
-from fedclust.protocol.wire.messages import ResultDocument
-
 
 def add_arguments(plot: argparse.ArgumentParser) -> None:
     plot.description = (
@@ -27,7 +24,9 @@ def add_arguments(plot: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedclust.exports import feature_names
     from fedclust.plot import MISSING, read_data, write_plots
+    from fedclust.protocol.wire.messages import ResultDocument
 
     if importlib.util.find_spec("matplotlib") is None:
         print(MISSING, file=sys.stderr)

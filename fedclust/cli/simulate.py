@@ -225,6 +225,8 @@ def _add_deep_arguments(sim: argparse.ArgumentParser) -> None:
 def _check_deep_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Refuse flags that do not apply to the chosen algorithm (clear ValueError)."""
     algorithm = args.algorithm
+    if args.preset is not None:
+        algorithms.get(algorithm).preset(args.preset)  # refuses a preset it does not have
     flag = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
     for dest, owners in _DEEP_FLAGS.items():
         if getattr(args, dest) is not None and algorithm not in owners:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import fedclust.cli
-import fedclust.cli.job
+import fedclust.client
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.coordinator.db import JobRecord, TaskRecord
 from fedclust.coordinator.disclosures import ledger
@@ -62,7 +62,7 @@ def test_disclosures_of_a_small_job(
         def in_process(config: AnalystConfig, **kwargs: Any) -> AnalystClient:
             return AnalystClient(config, transport=client._transport)
 
-        monkeypatch.setattr(fedclust.cli.job, "AnalystClient", in_process)
+        monkeypatch.setattr(fedclust.client, "AnalystClient", in_process)
         assert fedclust.cli.main(["job", "result", job["id"]]) == 0
         text = capsys.readouterr().out
         assert f"what the coordinator learned in job {job['id']} (fedfcm)" in text
@@ -120,3 +120,18 @@ def test_the_ledger_names_the_cohorts_of_protected_sums() -> None:
     notes = ledger(job, tasks).notes
     assert "2 protected sum(s) over the cohort a, b, c, d." in notes
     assert "2 protected sum(s) over the cohort a, b, c." in notes
+
+
+def test_the_ledger_says_what_a_feature_names_check_reveals() -> None:
+    """The declared names went to every participant; each checked them (or only their number
+    without configured column names), and a refusal reveals only that they differ."""
+    spec = JobCreate(algorithm="fkm", participants=["a", "b"], k=2, feature_names=["x", "y"])
+    now = datetime.now(UTC)
+    job = JobRecord("j", spec, 2, "running", now, now, None, None, None)
+    (note,) = [n for n in ledger(job, []).notes if n.startswith("Feature names:")]
+    assert "declared its 2 features as x, y" in note
+    assert "only their number where it configures no column names" in note
+    assert "A refusal reveals only that they differ, never where" in note
+    unnamed = JobCreate(algorithm="fkm", participants=["a", "b"], k=2)
+    assert not any("Feature names" in n for n in ledger(
+        JobRecord("j", unnamed, 2, "running", now, now, None, None, None), []).notes)

@@ -1,5 +1,6 @@
 """``fedclust coordinator|counter|participant check``: the configuration read by the service's
-own loader, then the files it needs; OK (exit 0) or every problem found (exit 1)."""
+own loader, then the files it needs; OK (exit 0), or the loader's first error, else every
+problem found (exit 1)."""
 
 from __future__ import annotations
 

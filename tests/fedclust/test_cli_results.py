@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import fedclust.cli as cli
-import fedclust.cli.job
+import fedclust.client
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.data.federations import build_federation
 from fedclust.protocol.wire.messages import JobProgress, JobPublic
@@ -77,7 +77,7 @@ def coordinator(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def client(config: AnalystConfig, **_: Any) -> AnalystClient:
         return AnalystClient(config, transport=httpx.MockTransport(handle))
 
-    monkeypatch.setattr(fedclust.cli.job, "AnalystClient", client)
+    monkeypatch.setattr(fedclust.client, "AnalystClient", client)
     monkeypatch.setenv("FEDCLUST_COORDINATOR_URL", "http://coordinator.test")
     monkeypatch.setenv("FEDCLUST_TOKEN", "secret")
     return seen
@@ -159,3 +159,20 @@ def test_job_submit_feature_names_travel_in_the_job() -> None:
     args = _parser().parse_args([*flags, "--feature-names", "a,a"])
     with pytest.raises(ValueError, match="feature_names must be distinct"):
         _job_from_flags(args, args.participants)
+
+
+def test_job_submit_refuses_a_preset_the_algorithm_lacks_as_simulate_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fedclust.cli import _parser
+    from fedclust.cli.job import _job_from_flags
+
+    args = _parser().parse_args(["job", "submit", "--participants", "a,b,c", "--algorithm",
+                                 "fkm", "--k", "3", "--preset", "paper"])
+    with pytest.raises(ValueError) as refused:
+        _job_from_flags(args, args.participants)
+    message = str(refused.value)
+    assert message == "--preset 'paper' is not one of fkm's presets (none)."
+    assert cli.main(["simulate", "--dataset", "motivational", "--algorithm", "fkm", "--k", "2",
+                     "--preset", "paper"]) != 0
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {message}")

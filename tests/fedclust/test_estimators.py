@@ -34,6 +34,7 @@ ESTIMATORS: dict[str, tuple[type[Any], dict[str, Any]]] = {
     "fedfcm": (FedFCM, {"protection": "none"}),
     "fkm": (FederatedKMeans, {"protection": "none"}),
     "kfed": (KFed, {}),
+    "kfed-dennis": (KFed, {"variant": "dennis"}),
 }
 CLASSES = [FederatedFuzzyCMeans, FedFCM, FederatedKMeans, KFed]
 
@@ -128,7 +129,8 @@ _NOT_FEDERATED = {
 
 @parametrize_with_checks(  # type: ignore[untyped-decorator]
     [cls(protection="none") for cls in (FFCMOneMatrix, FedFCMOneMatrix, FKMOneMatrix,
-                                        KFedOneMatrix)],
+                                        KFedOneMatrix)]
+    + [KFedOneMatrix(protection="none", variant="dennis")],
     expected_failed_checks=lambda est: {  # FedFCM's local FCM has no size rule
         name: why for name, why in _NOT_FEDERATED.items()
         if not (isinstance(est, FedFCM) and name == "check_estimators_nan_inf")
@@ -153,6 +155,9 @@ def test_invalid_parameters_fail_in_sklearn_wording() -> None:
         FederatedFuzzyCMeans(protection="secret").fit(parts)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'protection' parameter of KFed must be 'none'"):
         KFed(protection="masking").fit(parts)
+    with pytest.raises(ValueError, match=r"'variant' parameter of KFed must be a str among "
+                       r"\{'ours', 'dennis'\}\. Got 'paper' instead\.$"):
+        KFed(variant="paper").fit(parts)  # type: ignore[arg-type]
 
 
 # -- fit equals the simulator ----------------------------------------------------------------

@@ -187,6 +187,13 @@ def test_unknown_builtin_name() -> None:
 
 
 # -- the shared datasets (fixture ``datasets`` from tests/conftest.py skips when absent) -----
+def test_the_datasets_fixture_looks_where_the_environment_says(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FEDCLUST_DATASETS", str(tmp_path))
+    assert request.getfixturevalue("datasets") == tmp_path
+
+
 def test_bank(datasets: Path) -> None:
     d = builtin("bank", datasets_dir=datasets)
     # 43193 = rows left after dropping job or education "unknown" (Stallmann & Wilbik 2022).
