@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from numpy.typing import ArrayLike
@@ -13,13 +11,12 @@ from fedclust.coordinator.exact_fcm import run_exact_fcm
 from fedclust.coordinator.secure_sum import PlainSummation
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray
+from fedclust.data.loaders import DATASETS_ENV, shared_datasets_dir
 from fedclust.participant.local import reply_to
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.exact_fcm import FCMSums, participant_sums
 from fedclust.protocol.maths.fcm import fcm
 from fedclust.protocol.wire import messages as msg
-
-DATASETS = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets"
 
 
 class Client:
@@ -49,9 +46,10 @@ def _synthetic() -> tuple[FloatArray, list[Client]]:
 
 
 def _xclara() -> tuple[FloatArray, FloatArray]:
-    path = DATASETS / "xclara" / "xclara.arff"
-    if not path.exists():
-        pytest.skip(f"xclara dataset not found at {path}")
+    folder = shared_datasets_dir()
+    path = None if folder is None else folder / "xclara" / "xclara.arff"
+    if path is None or not path.exists():
+        pytest.skip(f"xclara dataset not found (${DATASETS_ENV}, else ../shared/datasets)")
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().lower() == "@data") + 1
     rows = np.array([[float(v) for v in line.split(",")] for line in lines[start:] if line.strip()])
