@@ -117,15 +117,18 @@ class ReleasedCohorts:
 
 
 def resolve_init(
-    init: ArrayLike | None, k: int, n_features: int, rng: np.random.Generator
+    init: ArrayLike | None, k: int, n_features: int, rng: np.random.Generator | None
 ) -> FloatArray:
-    """Validated (K, D) initial centers; None draws them uniformly in [0, 1]^D.
+    """Validated (K, D) initial centers; None draws them uniformly in [0, 1]^D from ``rng``
+    (which only a None ``init`` needs).
 
     The uniform unit-cube start is the authors' (Stallmann & Wilbik; Corcuera Bárcena et al.):
     it assumes data scaled to [0, 1]. The K sweep passes centers drawn from the federation's
     moments instead (``coordinator.sweep.initial_centers``).
     """
     if init is None:
+        if rng is None:
+            raise ValueError("resolve_init draws the initial centers from rng; give one.")
         return rng.uniform(0.0, 1.0, size=(k, n_features))
     centers = check_centers(init, n_features=n_features, name="init")
     if centers.shape[0] != k:

@@ -2,8 +2,8 @@
 
 Tables: ``participants``, ``jobs``, ``tasks``, ``replies``, ``blobs`` (large strings by
 SHA-256, stored once), ``invitations``, ``memberships``, ``admin_events`` and ``last_seen`` (each
-member's last authenticated request, written at most every few seconds); credentials are
-never stored here. :class:`Database` writes a :class:`Batch` per transaction
+member's last authenticated request, written at most every ``app.LAST_SEEN_SECONDS`` = 30 s);
+credentials are never stored here. :class:`Database` writes a :class:`Batch` per transaction
 (:meth:`Database.write`); :class:`JobRecord`, :class:`TaskRecord` and
 :class:`ParticipantRecord` are the plain values the rest of the service sees. Every call opens
 a short session; sqlite connections are shared across threads behind one lock. SQLite (WAL
@@ -285,13 +285,19 @@ class TaskRecord:
     @property
     def timed_out(self) -> str | None:
         """Why the task went unanswered (it timed out), or None."""
-        if self.reply_json is None or not self.reply_json.startswith('{"' + _TIMED_OUT):
-            return None
-        reason = json.loads(self.reply_json).get(_TIMED_OUT)
-        return reason if isinstance(reason, str) else None
+        return _timeout_reason(self.reply_json)
 
 
 _TIMED_OUT = "timed_out"
+
+
+def _timeout_reason(reply_json: str | None) -> str | None:
+    """The reason stored by :meth:`TaskRecord.timeout` if ``reply_json`` is such a record,
+    else None (an answer, or no reply yet)."""
+    if reply_json is None or not reply_json.startswith('{"' + _TIMED_OUT):
+        return None
+    reason = json.loads(reply_json).get(_TIMED_OUT)
+    return reason if isinstance(reason, str) else None
 
 
 @dataclass
@@ -693,7 +699,7 @@ class Database:
                     participant=participant, task_id=task_id, kind=kind,
                     stored_at=_aware(stored),
                     answered=bool(answered) and reason is None,
-                    timed_out=None if reason is None else json.loads(reason).get(_TIMED_OUT),
+                    timed_out=_timeout_reason(reason),
                 )
                 for participant, task_id, kind, stored, answered, reason in s.execute(query)
             ]

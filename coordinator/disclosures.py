@@ -85,9 +85,10 @@ def _feature_names_note(spec: msg.JobCreate) -> list[str]:
     more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
     return [
         f"Feature names: the job declared its {len(names)} features as {shown}{more}; they "
-        "went to every participant with the job's terms, and each checked them against its "
-        "configured columns at the declaration (a mismatch is refused). No participant sends "
-        "names back."
+        "went to every participant with the job's terms, and each checked them at the "
+        "declaration: against its configured columns, or only their number where it "
+        "configures no column names. A refusal reveals only that they differ, never where; "
+        "no participant sends names back."
     ]
 
 

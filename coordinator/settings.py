@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from pydantic import TypeAdapter, ValidationError
+
 from fedclust.crypto.tokens import check_sha256_hex
 from fedclust.infra.auth import ParticipantCredential
 from fedclust.infra.body_limit import UPLOADS_IN_FLIGHT
 from fedclust.infra.config_toml import resolve_sqlite_url
 from fedclust.infra.service_settings import check_served, service_env
 from fedclust.infra.tls import SERVER_KEYS, TlsSettings
+from fedclust.protocol.wire.admin import ServiceUrl
 
 __all__ = [
     "AnalystCredential",
@@ -104,11 +107,15 @@ class CoordinatorSettings:
     def __post_init__(self) -> None:
         check_served(self.metrics, self.uploads_in_flight, prefix="coordinator.")
         if self.public_url is not None:
-            if not isinstance(self.public_url, str) or not self.public_url.startswith(
-                ("http://", "https://")
-            ):
-                raise ValueError("coordinator.public_url must be an http:// or https:// URL.")
-            object.__setattr__(self, "public_url", self.public_url.rstrip("/"))
+            url = self.public_url.rstrip("/") if isinstance(self.public_url, str) else None
+            try:  # the invites carry it: the same rule (protocol.wire.admin.ServiceUrl)
+                TypeAdapter(ServiceUrl).validate_python(url)
+            except ValidationError:
+                raise ValueError(
+                    "coordinator.public_url must be an http:// or https:// URL with a host "
+                    f"(8 to 2048 characters, no spaces); got {self.public_url!r}."
+                ) from None
+            object.__setattr__(self, "public_url", url)
         if not isinstance(self.counting_token, str) or not self.counting_token:
             raise ValueError("coordinator.counting_token must be a non-empty string.")
         if not self.counting_url:

@@ -24,11 +24,11 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import dropped, present
+from fedclust.coordinator._rounds import dropped, present, resolve_init
 from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord, RunOptions
 from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.coordinator.standardise import pooled_mean_scale
-from fedclust.core.validation import FloatArray, check_centers, check_int, rng_from
+from fedclust.core.validation import FloatArray, check_int, rng_from
 from fedclust.protocol import algorithms
 from fedclust.protocol.maths import choose_k, validity
 from fedclust.protocol.wire import messages as msg
@@ -193,7 +193,8 @@ def given_init(
     init: ArrayLike, algorithm: Algorithm, ks: Sequence[int], n_features: int
 ) -> FloatArray:
     """The analyst's initial centers ``init`` checked against the job: an algorithm that
-    takes them (``takes_init``), one K, and K rows of the data's D columns.
+    takes them (``takes_init``) and one K; then :func:`_rounds.resolve_init` checks its K rows
+    of the data's D columns.
 
     Raises:
         ValueError: naming ``init`` and what it must be.
@@ -203,10 +204,7 @@ def given_init(
         raise ValueError(
             f"init gives the initial centers of one K; the sweep has {len(ks)} K values."
         )
-    centers = check_centers(init, n_features=n_features, name="init")
-    if centers.shape[0] != ks[0]:
-        raise ValueError(f"init must have K={ks[0]} rows; got shape {centers.shape}.")
-    return centers
+    return resolve_init(init, ks[0], n_features, None)
 
 
 def run_sweep(

@@ -700,8 +700,8 @@ def simulate_fedcref(
 ) -> DeepSimulationDocument:
     """FedCRef over a simulated federation (see module docstring).
 
-    None takes the preset's value. Under "code" the job's parameters are ``FedCRefParams``'
-    defaults but ``theta`` 0.55 on digits (eq. 2 scores fall as clusters grow; digits
+    None takes the preset's value. Under "code" the job's parameters are the preset's (the
+    authors' code's values) but ``theta`` 0.55 on digits (eq. 2 scores fall as clusters grow; digits
     clusters hold tens of rows: same class ~0.35-0.55, different ~0.6-0.85), 60 local epochs
     (over clusters of tens of rows the paper's 20 leave the models under-trained and
     refinement moves rows to other clusters' models: digits, d = 0, final ACC 0.85 with 20,
@@ -728,9 +728,11 @@ def simulate_fedcref(
         "refine_with": refine_with, "epochs": local_epochs,
     })
     dataset = str(setup.pop("dataset"))
-    if preset == "code":
-        job = {"theta": DIGITS_THETA if dataset == "digits" else 0.2, "epochs": 60,
-               "max_iterations": 3, **job}
+    if preset == "code":  # the quick set-up's values, under the flags given
+        quick = {"epochs": 60, "max_iterations": 3,
+                 "theta": DIGITS_THETA if dataset == "digits" else job["theta"]}
+        flags = {"epochs": local_epochs, "max_iterations": max_iterations, "theta": theta}
+        job.update({key: value for key, value in quick.items() if flags[key] is None})
     bound = check_float(param_bound, name="param_bound", owner="simulate_fedcref", low=0.0,
                         low_open=True)
     data = load_dataset(dataset, pooled=bool(setup.pop("pooled")))

@@ -158,8 +158,8 @@ def require_feature_names(
     their number must be its ``n_features`` (the public width it enrolled with) and, where it
     configures its columns by name (``[data] columns``), they must be those names in that
     order. A participant that names no columns (all numeric columns, or ``.npy`` indices)
-    checks the number only. The refusal names the job's names and public numbers, never the
-    participant's own column names (those stay in its configuration)."""
+    checks the number only. The refusal is one fixed text: it reveals that the names differ,
+    never where or the participant's own column names (those stay in its configuration)."""
     names = terms.feature_names
     if names is None:
         return
@@ -170,13 +170,11 @@ def require_feature_names(
         )
     if columns is None or not all(isinstance(c, str) for c in columns):
         return
-    for i, (name, own) in enumerate(zip(names, columns, strict=True)):
-        if name != own:
-            raise RefusedError(
-                f"the job names feature {i} {name!r}, but this participant's configured "
-                "[data] columns name it differently (or in another order); the job's "
-                "feature_names must be its columns, in order: refused."
-            )
+    if list(names) != list(columns):
+        raise RefusedError(
+            "the job's feature_names are not this participant's [data] columns, in order: "
+            "refused."
+        )
 
 
 def _require_encoding(

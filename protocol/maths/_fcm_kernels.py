@@ -16,8 +16,10 @@ can differ from numpy's in the last bits; they are the same on every call on one
 whatever the chunking (blocks are fixed).
 
 Compiled on first use and cached (``cache=True``) in the user's cache folder (numba's
-user-wide cache, or ``$NUMBA_CACHE_DIR`` when set), never beside this file: files written into
-an installed package outlive its uninstall and would shadow a later editable install.
+user-wide cache, or ``$NUMBA_CACHE_DIR`` when set) rather than beside this file: files written
+into an installed package outlive its uninstall and would shadow a later editable install.
+Only when the user's cache folder is unwritable does numba fall back to its own order, the
+in-tree cache (``__pycache__`` beside this file) first.
 ``nogil``, so blocks and agents' threads run in parallel.
 """
 

@@ -67,19 +67,11 @@ def select_minimum(ks: Sequence[int], scores: ArrayLike) -> int:
 def select_elbow(ks: Sequence[int], scores: ArrayLike) -> int:
     """The elbow of a lower-is-better score curve: its deepest point below the chord.
 
-    Rule: sort by K, scale K and the scores to [0, 1] (min-max), draw the straight line (chord)
-    from the first to the last point and return the K whose point lies farthest *below* it.
-    On a falling convex curve this is the knee of kneedle (Satopää et al. 2011: the maximum
-    of the difference curve, here 1 - x - y). Only depth below counts, never height above:
-    the deepest point minimises y - s·x (s the chord's slope), so it lies on the lower convex
-    hull of the curve, and a point strictly above both neighbours lies above the segment
-    joining them, so it is never the elbow (a bump of FedFuzzDB is the worst K there).
-
-    Ties go to the smallest K. A curve with no point below its chord (straight, flat or
-    concave: falling ever faster, or rising ever slower) has no knee: the K of the lowest
-    score is returned, one of the curve's ends (a flat curve: the smallest K). Depths are
-    rounded to 12 decimals (on the [0, 1] scale), so mathematically tied points tie. Needs at
-    least 3 points.
+    Rule: min-max scale K and the scores to [0, 1], draw the chord from the first to the last
+    point and return the K farthest below it (depths rounded to 12 decimals; ties to the
+    smallest K). No point below the chord (straight, flat or concave curve): the K of the
+    lowest score. Needs at least 3 points. Source: the knee of kneedle (Satopää et al. 2011),
+    depth below the chord only, so a bump is never the elbow.
     """
     owner = "select_elbow"
     k_arr, s = _check_curve(ks, scores, owner, allow_inf=False)

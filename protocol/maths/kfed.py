@@ -18,9 +18,7 @@ Lloyd step over all local centers: each to its nearest seed, each global center 
 unweighted mean of those assigned to it. Requires Σ_l k'_l >= k.
 
 "kfed" (:func:`participant_local_centers`, :func:`combine_kfed`) differs in exactly three
-places, which together make it stronger (benchmarks/bench_reproductions.py, Garst's grid,
-K = 16, 5 seeds, pooled ARI at β = 0.1 / 1 / 10: "kfed" 0.59 / 0.76 / 0.85, "kfed-dennis"
-0.51 / 0.71 / 0.80; issue 23 quotes 0.78 for the published k-FED at β = 10): no SVD
+places, which together make it stronger (measured: docs/center-kmeans.md § run_kfed): no SVD
 projection (seeding and pruning on the original rows); scikit-learn's greedy k-means++
 (2 + ln k' candidates per draw, the one that lowers the potential most kept) instead of one
 candidate; and Lloyd to convergence on the server instead of one step. The authors' public
@@ -57,32 +55,41 @@ _SEED_BOUND = 2**31 - 1
 _PRUNE_RATIO_SQ = 9.0  # rows kept when 3·||x - s_i|| <= ||x - s_j||, compared squared
 
 
+def _split(d2: FloatArray) -> FloatArray:
+    """The 1:3 split (Alg. 1 step 3) as a (K, B) one-hot: row j marks its nearest seed if it
+    is >= 3x closer to it than to any other seed; ``d2`` its squared distances to the K
+    seeds, shape (K, B). With one seed every row is kept."""
+    onehot = np.argmin(d2, axis=0) == np.arange(d2.shape[0])[:, None]
+    if d2.shape[0] > 1:
+        two = np.partition(d2, 1, axis=0)
+        onehot &= _PRUNE_RATIO_SQ * two[0] <= two[1]
+    out: FloatArray = onehot.astype(np.float64)
+    return out
+
+
+def _means_or_seeds(counts: FloatArray, sums: FloatArray, seeds: FloatArray) -> FloatArray:
+    """θ_r = the mean of seed r's kept rows (``sums / counts``), the seed itself where it kept
+    none; all the seeds if two θ coincide (duplicate rows)."""
+    out = seeds.copy()
+    has = counts > 0
+    out[has] = sums[has] / counts[has, None]
+    return seeds if np.unique(out, axis=0).shape[0] < seeds.shape[0] else out
+
+
 def pruned_sums_block(
     xb: FloatArray, nb: FloatArray, c: Centers
 ) -> tuple[FloatArray, FloatArray]:
     """Partial counts and sums, per own seed, of the block's rows >= 3x closer to their own
-    seed than to any other."""
-    d2 = distances_t(xb, nb, c)
-    own = np.argmin(d2, axis=0)
-    two = np.partition(d2, 1, axis=0)
-    keep = _PRUNE_RATIO_SQ * two[0] <= two[1]
-    onehot = ((own == np.arange(c.k)[:, None]) & keep).astype(np.float64)
+    seed than to any other (:func:`_split`)."""
+    onehot = _split(distances_t(xb, nb, c))
     sums: FloatArray = onehot @ xb
     return onehot @ np.ones(onehot.shape[1]), sums
 
 
 def _pruned_means(X: FloatArray | Rows, seeds: FloatArray) -> FloatArray:
-    """Means of the rows >= 3x closer to their own seed than to any other seed."""
-    rows = as_rows(X)
-    if seeds.shape[0] == 1:
-        out: FloatArray = rows.X.mean(axis=0, keepdims=True)
-        return out
-    c = Centers.of(seeds)
-    counts, sums = fold(rows, lambda xb, nb: pruned_sums_block(xb, nb, c))
-    out = seeds.copy()
-    has = counts > 0
-    out[has] = sums[has] / counts[has, None]
-    return out
+    """:func:`_means_or_seeds` of the rows >= 3x closer to their own seed than to any other."""
+    counts, sums = fold(as_rows(X), lambda xb, nb: pruned_sums_block(xb, nb, Centers.of(seeds)))
+    return _means_or_seeds(counts, sums, seeds)
 
 
 def participant_local_centers(
@@ -115,8 +122,6 @@ def participant_local_centers(
     k_eff = min(k_local, X.shape[0])
     seeds, _ = kmeans_plusplus(X, n_clusters=k_eff, random_state=int(rng.integers(_SEED_BOUND)))
     init = _pruned_means(rows, np.ascontiguousarray(seeds, dtype=np.float64))
-    if np.unique(init, axis=0).shape[0] < k_eff:  # duplicate rows: fall back to the seeds
-        init = seeds
     return _lloyd(X, init, p, rng)
 
 
@@ -164,20 +169,8 @@ def dennis_local_centers(
         projected, n_clusters=k_local, n_local_trials=1,
         random_state=int(rng.integers(_SEED_BOUND)),
     )
-    d2 = squared_distances(projected, projected[seeds])
-    own = np.argmin(d2, axis=1)
-    if k_local == 1:
-        kept = np.ones(X.shape[0], dtype=np.bool_)
-    else:
-        two = np.partition(d2, 1, axis=1)
-        kept = _PRUNE_RATIO_SQ * two[:, 0] <= two[:, 1]
-    init = X[seeds].copy()
-    for r in range(k_local):
-        members = kept & (own == r)
-        if members.any():
-            init[r] = X[members].mean(axis=0)
-    if np.unique(init, axis=0).shape[0] < k_local:  # duplicate rows: fall back to the seeds
-        init = X[seeds]
+    onehot = _split(squared_distances(projected, projected[seeds]).T)
+    init = _means_or_seeds(onehot.sum(axis=1), onehot @ X, X[seeds])
     return _lloyd(X, init, p, rng)
 
 

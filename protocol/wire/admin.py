@@ -37,6 +37,7 @@ __all__ = [
     "JoinRequest",
     "JoinResponse",
     "MemberToken",
+    "ServiceUrl",
 ]
 
 #: An invitation's lifetime unless the admin says otherwise (24 h), and the longest (30 days).
@@ -52,7 +53,10 @@ _PUBLIC_KEY = Annotated[
                description="The organisation's Ed25519 public key (32 bytes, base64)"),
 ]
 _HEX64 = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
-_URL = Annotated[str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s/]+")]
+#: A service's http(s) URL, as an invite carries it (and ``coordinator.public_url`` must be).
+ServiceUrl = Annotated[
+    str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s/]+")
+]
 #: The prefix of a bundled invite and its format version.
 _BUNDLE_PREFIX: Final = "fci"
 _BUNDLE_VERSION: Final = 1
@@ -79,7 +83,7 @@ class Invitation(_Strict):
     participant_id: Identifier
     invite: _SECRET
     expires_at: datetime
-    coordinator_url: _URL | None = Field(
+    coordinator_url: ServiceUrl | None = Field(
         default=None, description="The coordinator's configured public_url, if any",
     )
     ca_sha256: _HEX64 | None = Field(
@@ -95,7 +99,7 @@ class InviteBundle(_Strict):
 
     participant_id: Identifier
     invite: _SECRET
-    coordinator_url: _URL
+    coordinator_url: ServiceUrl
     ca_sha256: _HEX64 | None = None
 
     def encode(self) -> str:

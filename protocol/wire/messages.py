@@ -1304,6 +1304,15 @@ class JobCreate(_Strict):
             self.feature_names
         ):
             raise ValueError("feature_names must be distinct")
+        if self.feature_names is not None:
+            from fedclust.protocol.wire.result_tables import CENTER_KEYS
+
+            if taken := sorted(set(self.feature_names) & CENTER_KEYS.keys()):
+                raise ValueError(
+                    f"feature_names may not include {', '.join(map(repr, taken))}: "
+                    f"{', '.join(map(repr, CENTER_KEYS))} are the key columns of the "
+                    "result's centers table; rename those columns"
+                )
         if spec.family == "model":
             model_based = self.algorithm
             if self.k is not None or self.k_range is not None or self.local_k_range is not None:

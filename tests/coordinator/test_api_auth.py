@@ -28,9 +28,11 @@ ANALYST_ROUTES = [
     ("GET", "/jobs"),
     ("GET", f"/jobs/{JOB}"),
     ("GET", f"/jobs/{JOB}/result"),
+    ("GET", f"/jobs/{JOB}/result/sweep.csv"),
     ("POST", f"/jobs/{JOB}/cancel"),
     ("GET", f"/jobs/{JOB}/disclosures"),
     ("GET", f"/jobs/{JOB}/history"),
+    ("GET", "/algorithms"),
 ]
 PARTICIPANT_ROUTES = [
     ("POST", "/participants/enrol"),

@@ -69,8 +69,8 @@ def test_a_job_records_its_owner(client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     ("method", "suffix"),
-    [("GET", ""), ("GET", "/result"), ("GET", "/disclosures"), ("GET", "/history"),
-     ("POST", "/cancel")],
+    [("GET", ""), ("GET", "/result"), ("GET", "/result/sweep.csv"), ("GET", "/disclosures"),
+     ("GET", "/history"), ("POST", "/cancel")],
 )
 def test_another_analyst_gets_404(client: TestClient, method: str, suffix: str) -> None:
     job = create(client, ANALYST)

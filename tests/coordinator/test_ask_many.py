@@ -135,11 +135,9 @@ def test_a_cancel_wakes_the_waiting_round_at_once(db: Database) -> None:
     asked = _in_thread(lambda: channel.ask_many([(n, FCM) for n in NAMES]))
     _answer(broker, NAMES[0], lambda _: _sums(0))
     _wait_for(lambda: _waiting(broker) == NAMES[1:])
-    start = time.monotonic()
     broker.cancel("job-r")
-    with pytest.raises(JobCancelledError):
+    with pytest.raises(JobCancelledError):  # before the broker's 60 s timeout
         asked.result(timeout=30)
-    assert time.monotonic() - start < 5
     assert all(broker.poll(n, blobs=False) is None for n in NAMES)  # nothing handed out
     broker.close_job("job-r")
     broker.close()
@@ -158,9 +156,9 @@ def test_a_resumed_round_replays_its_stored_replies_and_timeouts(db: Database) -
 
     restarted = Broker(db, timeout=60.0)
     replay = restarted.open_job(job)
-    start = time.monotonic()
+    stored = len(db.tasks("job-r"))
     again = replay.ask_many([(n, FCM) for n in NAMES])
-    assert time.monotonic() - start < 5  # nothing asked again: p1's timeout is replayed
+    assert len(db.tasks("job-r")) == stored  # nothing asked again: p1's timeout is replayed
     assert again[0] == original[0] == _sums(0)
     assert again[2] == original[2] == msg.RefusalReply(reason="not today")
     assert isinstance(again[1], TaskTimeoutError) and str(again[1]) == str(original[1])

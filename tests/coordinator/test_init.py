@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from fedclust.client import AnalystClient, ApiError
 from fedclust.coordinator.sweep import given_init, run_sweep
+from fedclust.core.errors import RefusedError
 from fedclust.data.federations import Federation, build_federation
 from fedclust.inprocess import run_in_process
 from fedclust.participant.local import LocalParticipant
@@ -107,7 +108,7 @@ def test_the_engine_checks_init_against_the_data() -> None:
     with pytest.raises(ValueError, match="'kfed' takes no init"):
         given_init(np.zeros((2, 2)), "kfed", [2], 2)
     participants = [LocalParticipant(X, name=f"p{i}") for i, X in enumerate(FED.parts)]
-    with pytest.raises(ValueError, match=r"init must have K=3 rows"):
+    with pytest.raises(ValueError, match=r"init must have k=3 rows"):
         run_sweep("fedfcm", participants, [3], total_count=lambda: 1, init=np.zeros((2, 2)))
 
 
@@ -132,7 +133,11 @@ def test_participants_accept_the_tasks_of_a_job_with_init() -> None:
     ):
         terms = JobCreate(algorithm=algorithm, participants=["a", "b", "c"], k=3, init=init,
                           protection="none")
-        require_task(terms, algorithm, spec, own)  # no RefusedError
+        require_task(terms, algorithm, spec, own)  # accepted: the init's K=3 centers
+        without = JobCreate(algorithm=algorithm, participants=["a", "b", "c"], k=2,
+                            protection="none")
+        with pytest.raises(RefusedError, match="task with 3 centers is outside the job's K=2"):
+            require_task(without, algorithm, spec, own)  # the same task under K=2 is not
 
 
 def test_init_reaches_the_drivers_over_the_service(tmp_path: Path) -> None:

@@ -103,3 +103,18 @@ def test_bad_analyst_entries_are_refused(tmp_path: Path, extra: str, message: st
     text = GOOD.replace(f'token_sha256 = "{HASH_A}"', f'token_sha256 = "{HASH_A}"\n{extra}')
     with pytest.raises(ValueError, match=message):
         CoordinatorSettings.from_file(write(tmp_path, text))
+
+
+@pytest.mark.parametrize("url", ["https://", "http:// x.org", "ftp://x.org", "https:/x.org",
+                                 "https://x" + "y" * 2048])
+def test_a_public_url_an_invite_could_not_carry_fails_at_load(url: str) -> None:
+    with pytest.raises(ValueError, match=r"coordinator\.public_url must be an http:// or "
+                       r"https:// URL with a host"):
+        CoordinatorSettings(counting_url="http://x", counting_token="t", analysts=(),
+                            participants=(), public_url=url)
+
+
+def test_a_public_url_loses_its_trailing_slashes() -> None:
+    s = CoordinatorSettings(counting_url="http://x", counting_token="t", analysts=(),
+                            participants=(), public_url="https://coord.example:8700/")
+    assert s.public_url == "https://coord.example:8700"

@@ -244,7 +244,7 @@ def test_job_submit_preset_under_the_flags_given() -> None:
         20, 75.0, 15)
     assert paper.fedcref.theta == 0.3  # the flag given overrides the preset
     code = _job_from_flags(*_args(_parser(), [*argv, "--preset", "code"]))
-    assert code.fedcref == msg.FedCRefParams()
+    assert code.fedcref == msg.FedCRefParams(theta=0.25, tau=0.85)  # the authors' code's
 
 
 def _args(parser: Any, argv: list[str]) -> tuple[Any, list[str]]:

@@ -8,13 +8,14 @@ averaging does worse than k-means averaging.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from fedclust.data import synthetic
-from fedclust.data.federations import Federation
+from fedclust.data.federations import Federation, build_federation
 from fedclust.protocol.maths import validity
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.fcm import fcm
@@ -116,6 +117,16 @@ def test_a_run_without_seed_records_the_drawn_seed_which_replays_it() -> None:
     again = simulate(fed, algorithm="ffcm", ks=range(2, 4), seed=first.seed,
                      protection="none").to_document()
     assert again == first
+
+
+def test_a_csv_feature_named_like_a_centers_table_key_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    rows = np.random.default_rng(0).normal(size=(12, 2))
+    path.write_text("a,k\n" + "".join(f"{x},{y}\n" for x, y in rows))
+    fed = build_federation(data=str(path), participants=2, seed=0)
+    assert fed.feature_names == ("a", "k")
+    with pytest.raises(ValueError, match="feature_names may not include 'k'"):
+        simulate(fed, algorithm="fkm", ks=[2], seed=0, protection="none")
 
 
 def test_the_document_reports_pooled_and_client_weighted_ari_and_the_loaders_names() -> None:

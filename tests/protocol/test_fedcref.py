@@ -196,3 +196,17 @@ def test_wrong_associations() -> None:
     g = Grouping((((0, 0), (1, 0), (2, 1)), ((0, 1), (2, 0))), ((1, 1),))
     majority = {(0, 0): 4, (1, 0): 4, (2, 1): 7, (0, 1): 2, (2, 0): 2, (1, 1): 9}
     assert count_wrong_associations(g, majority) == 1
+
+
+def test_the_code_and_paper_presets_differ_where_docs_fedcref_says() -> None:
+    """docs/fedcref.md § Presets: the authors' code associates at theta 0.25 and freezes at
+    0.85; the paper states 0.2 and 0.8; the rest is shared."""
+    from fedclust.protocol import algorithms
+    from fedclust.protocol.wire.messages import FedCRefParams
+
+    spec = algorithms.get("fedcref")
+    code = FedCRefParams(**spec.preset("code"))
+    paper = FedCRefParams(**spec.preset("paper"))
+    differ = {k for k, v in code.model_dump().items() if getattr(paper, k) != v}
+    assert differ == {"theta", "tau"}
+    assert (code.theta, code.tau, paper.theta, paper.tau) == (0.25, 0.85, 0.2, 0.8)

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
 from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.result_tables import CENTER_KEYS
 
 
 @given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=3, max_side=5),
@@ -84,6 +85,13 @@ def test_job_create_feature_names_are_distinct_printable_names() -> None:
         msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=["x\ny"])
     with pytest.raises(ValidationError, match="feature_names"):
         msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=[])
+
+
+@pytest.mark.parametrize("reserved", list(CENTER_KEYS))
+def test_job_create_refuses_feature_names_that_are_centers_table_keys(reserved: str) -> None:
+    with pytest.raises(ValidationError, match=rf"may not include '{reserved}'.*'k', 'center', "
+                       r"'selected' are the key columns"):
+        msg.JobCreate(algorithm="fkm", participants=["a"], k=2, feature_names=["x", reserved])
 
 
 def test_drawn_seeds_are_valid_job_seeds() -> None:
