@@ -6,20 +6,22 @@ Bearer``); a valid token of the wrong role → 403. Under mutual TLS every token
 its holder's certificate (a participant's id, an analyst's or admin's configured name): a
 token presented with a certificate naming anyone else → 403, before any handler runs, and
 before the body guard reads a body (:meth:`Authenticator.caller`). Tokens are known by their
-SHA-256 only and never logged. The dependencies are coroutines: they do no I/O, and a
-worker-thread hop each would cost more than their work.
+SHA-256 only and never logged. Each alias is one dependency (authentication and role check
+together), and a coroutine: it does no I/O, and a worker-thread hop would cost more than its
+work.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Generic, TypeVar
 
 from fastapi import Depends, HTTPException, Request, status
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.openapi.models import HTTPBearer as HTTPBearerModel
+from fastapi.security.base import SecurityBase
 
 from fedclust.coordinator.broker import Broker
 from fedclust.coordinator.counting_client import CountingClient
@@ -65,6 +67,7 @@ class AnalystIdentity:
 
 
 Identity = AnalystIdentity | ParticipantIdentity
+_Role = TypeVar("_Role", bound=Identity)
 
 
 class Authenticator:
@@ -139,7 +142,7 @@ class Authenticator:
         """The principal a request authenticates as, its token bound to its certificate
         (:func:`infra.auth.bound_caller`): 401 without a known bearer token (or a certificate
         standing for one), 403 with a certificate naming someone else. The routes
-        (:func:`authenticate`) and the body guard (before a body is read) both ask this.
+        (:data:`authenticate`) and the body guard (before a body is read) both ask this.
         """
         return bound_caller(
             scope, tls=self._tls, identify=self.identify, is_member=self.is_member,
@@ -171,16 +174,8 @@ async def get_services(request: Request) -> Services:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 
-_bearer = HTTPBearer(auto_error=False, description="Bearer token of an analyst or a participant")
-
-
-async def authenticate(
-    request: Request,
-    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],  # documents the scheme
-) -> Identity:
-    """The caller's identity (:meth:`Authenticator.caller`): 401 without a known bearer token
-    (or, where the service lets a certificate stand for the token, a client certificate
-    naming a member); 403 for a token presented with a certificate naming someone else."""
+def _identity(request: Request) -> Identity:
+    """The caller's identity (:meth:`Authenticator.caller`), a participant's contact noted."""
     authenticator: Authenticator = request.app.state.authenticator
     identity = authenticator.caller(request.scope)
     if isinstance(identity, ParticipantIdentity):
@@ -188,34 +183,56 @@ async def authenticate(
     return identity
 
 
-async def require_analyst(identity: Annotated[Identity, Depends(authenticate)]) -> AnalystIdentity:
-    """403 unless the caller is an analyst."""
-    if not isinstance(identity, AnalystIdentity):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "this operation needs an analyst token")
+def _any(identity: Identity) -> Identity:
     return identity
 
 
-async def require_participant(
-    identity: Annotated[Identity, Depends(authenticate)],
-) -> ParticipantIdentity:
+def _participant(identity: Identity) -> ParticipantIdentity:
     """403 unless the caller is a participant."""
     if not isinstance(identity, ParticipantIdentity):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this operation needs a participant token")
     return identity
 
 
-Analyst = Annotated[AnalystIdentity, Depends(require_analyst)]
+def _analyst(identity: Identity) -> AnalystIdentity:
+    """403 unless the caller is an analyst."""
+    if not isinstance(identity, AnalystIdentity):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this operation needs an analyst token")
+    return identity
 
 
-async def require_admin(analyst: Analyst) -> AnalystIdentity:
+def _admin(identity: Identity) -> AnalystIdentity:
     """403 unless the caller is an analyst with role "admin"."""
+    analyst = _analyst(identity)
     if analyst.role != "admin":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this operation needs an admin's token")
     return analyst
 
 
-Admin = Annotated[AnalystIdentity, Depends(require_admin)]
-CurrentParticipant = Annotated[ParticipantIdentity, Depends(require_participant)]
+class _Bearer(SecurityBase, Generic[_Role]):
+    """The OpenAPI document's bearer scheme as one dependency that authenticates the request
+    (:func:`_identity`: 401 without a known bearer token or, where the service lets a
+    certificate stand for the token, a client certificate naming a member; 403 for a token
+    presented with a certificate naming someone else) and checks the caller's role
+    (``check``: 403). One dependency, not a chain: FastAPI resolves each nested dependency
+    anew on every request, at a cost the participants' per-round requests feel."""
+
+    def __init__(self, check: Callable[[Identity], _Role]) -> None:
+        self.model = HTTPBearerModel(
+            description="Bearer token of an analyst or a participant"
+        )
+        self.scheme_name = "HTTPBearer"
+        self._check = check
+
+    async def __call__(self, request: Request) -> _Role:
+        return self._check(_identity(request))
+
+
+#: The caller, analyst or participant (for routes either may call).
+authenticate: Final = _Bearer(_any)
+Analyst = Annotated[AnalystIdentity, Depends(_Bearer(_analyst))]
+Admin = Annotated[AnalystIdentity, Depends(_Bearer(_admin))]
+CurrentParticipant = Annotated[ParticipantIdentity, Depends(_Bearer(_participant))]
 
 _DESCRIPTIONS: Final = {
     401: "No bearer token, or an unknown one",

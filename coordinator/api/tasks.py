@@ -47,27 +47,38 @@ _NEXT_TASK_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 async def _long_poll(broker: Broker, participant: str, wait: float, blobs: bool) -> Response:
     """The participant's oldest open task, waiting up to ``wait`` seconds on the event loop
-    (the broker calls back when a task arrives); 204 without one."""
+    (the broker calls back when a task arrives; a future and a timer, no task per poll);
+    204 without one."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while True:
-        arrived = asyncio.Event()
+        arrived: asyncio.Future[None] = loop.create_future()
 
-        def wake(arrived: asyncio.Event = arrived) -> None:
-            loop.call_soon_threadsafe(arrived.set)
+        def wake(arrived: asyncio.Future[None] = arrived) -> None:
+            loop.call_soon_threadsafe(_settle, arrived)
 
         body = broker.poll(participant, blobs=blobs, wake=wake)
         if body is not None:
             return Response(content=body, media_type="application/json")
         remaining = deadline - loop.time()
+        timer = None
         try:
             if remaining <= 0 or broker.closed:
                 return Response(status_code=status.HTTP_204_NO_CONTENT)
-            await asyncio.wait_for(arrived.wait(), remaining)
-        except TimeoutError:
-            return Response(status_code=status.HTTP_204_NO_CONTENT)
+            timer = loop.call_later(remaining, _settle, arrived)
+            await arrived
         finally:
+            if timer is not None:
+                timer.cancel()
             broker.unwatch(participant, wake)
+        if loop.time() >= deadline:
+            return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    """Wake a waiting long poll (once: by the broker or its timer, whichever comes first)."""
+    if not future.done():
+        future.set_result(None)
 
 
 def _accept(services: Services, participant: str, job_id: str, task_id: int,
