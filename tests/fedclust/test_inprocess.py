@@ -70,4 +70,6 @@ def test_the_jobs_feature_names_reach_the_result_and_a_mismatch_is_refused(
             refused = client.follow(client.submit(swapped).id, poll=0.05, timeout=600)
     assert refused.state == "failed"
     assert refused.error is not None
-    assert "feature 0 'petal'" in refused.error and "configured [data] columns" in refused.error
+    # One fixed text: that the names differ, never where or the participant's own columns.
+    assert "feature_names are not this participant's [data] columns" in refused.error
+    assert "sepal" not in refused.error and "petal" not in refused.error
