@@ -1,4 +1,5 @@
-"""A uvicorn server in a thread of the test process, on a real loopback socket."""
+"""A uvicorn server in a thread of the test process, on a real loopback socket; a
+federation's counting service and coordinator served that way."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from typing import Any
 
 import uvicorn
 
-__all__ = ["ServerThread"]
+from fedclust.config_files import FederationFiles
+from fedclust.coordinator.app import create_app as create_coordinator
+from fedclust.coordinator.settings import CoordinatorSettings
+from fedclust.counting.app import create_app as create_counting
+from fedclust.counting.settings import CountingSettings
+
+__all__ = ["ServerThread", "serve_coordinator", "serve_counting"]
 
 
 class ServerThread:
@@ -38,3 +45,19 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=15)
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def serve_counting(files: FederationFiles) -> ServerThread:
+    """The federation's counting service from its config file, on its configured port."""
+    app = create_counting(CountingSettings.from_file(files.counting))
+    return ServerThread(app, _port(files.counting_url)).start()
+
+
+def serve_coordinator(files: FederationFiles) -> ServerThread:
+    """The federation's coordinator from its config file, on its configured port."""
+    app = create_coordinator(CoordinatorSettings.from_file(files.coordinator))
+    return ServerThread(app, _port(files.coordinator_url)).start()

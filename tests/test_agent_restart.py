@@ -25,13 +25,9 @@ import pytest
 
 from fedclust.client import AnalystClient
 from fedclust.config_files import FederationFiles
-from fedclust.coordinator.app import create_app as create_coordinator
-from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
 from fedclust.demo import free_port
 from fedclust.protocol.wire.messages import JobCreate, JobPublic
-from tests._servers import ServerThread
+from tests._servers import serve_coordinator, serve_counting
 from tests.test_e2e_http import (
     IDS,
     SEED,
@@ -79,14 +75,8 @@ class Federation:
 def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
     root = tmp_path_factory.mktemp("restart")
     files = write_files(root, coordinator_port=free_port(), counting_port=free_port())
-    counting = ServerThread(
-        create_counting(CountingSettings.from_file(files.counting)),
-        int(files.counting_url.rsplit(":", 1)[1]),
-    ).start()
-    coordinator = ServerThread(
-        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
-        int(files.coordinator_url.rsplit(":", 1)[1]),
-    ).start()
+    counting = serve_counting(files)
+    coordinator = serve_coordinator(files)
     others = {pid: path for pid, path in files.participants.items() if pid != RESTARTED}
     in_threads = Agents(dataclasses.replace(files, participants=others)).start()
     fed = Federation(files, client_of(files), root / f"{RESTARTED}.log")

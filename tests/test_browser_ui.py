@@ -32,8 +32,6 @@ from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
 from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
@@ -42,7 +40,7 @@ from fedclust.pki import export_p12
 from fedclust.protocol import algorithms
 from fedclust.protocol.wire.messages import DisclosureLedger, JobCreate, JobPublic, ResultDocument
 from fedclust.protocol.wire.result_tables import feature_names
-from tests._servers import ServerThread
+from tests._servers import ServerThread, serve_coordinator, serve_counting
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
@@ -111,14 +109,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         root, data=data, columns=["x", "y"], coordinator_port=free_port(),
         counting_port=free_port(), task_timeout_seconds=120, protections=sorted(PROTECTIONS),
     )
-    counting = ServerThread(
-        create_counting(CountingSettings.from_file(files.counting)),
-        int(files.counting_url.rsplit(":", 1)[1]),
-    ).start()
-    coordinator = ServerThread(
-        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
-        int(files.coordinator_url.rsplit(":", 1)[1]),
-    ).start()
+    counting = serve_counting(files)
+    coordinator = serve_coordinator(files)
     stop, stop_silent = threading.Event(), threading.Event()
     agents = [_agent(files.participants[pid], stop) for pid in ANSWERING]
     silent = _agent(files.participants[SILENT], stop_silent)

@@ -23,15 +23,11 @@ import pytest
 
 from fedclust.client import AnalystClient
 from fedclust.config_files import write_federation
-from fedclust.coordinator.app import create_app as create_coordinator
-from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
 from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.wire.messages import JobCreate
-from tests._servers import ServerThread
+from tests._servers import serve_coordinator, serve_counting
 from tests.test_e2e_http import client_of
 
 IDS = ("org-a", "org-b", "org-c", "org-d")
@@ -61,12 +57,8 @@ def _federation(tmp_path: Path) -> Iterator[Federation]:
         tmp_path, data=data, columns=["x", "y"], coordinator_port=free_port(),
         counting_port=free_port(), task_timeout_seconds=TIMEOUT,
     )
-    counting = ServerThread(create_counting(CountingSettings.from_file(files.counting)),
-                            int(files.counting_url.rsplit(":", 1)[1])).start()
-    coordinator = ServerThread(
-        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
-        int(files.coordinator_url.rsplit(":", 1)[1]),
-    ).start()
+    counting = serve_counting(files)
+    coordinator = serve_coordinator(files)
     stops = {pid: threading.Event() for pid in IDS}
     threads = {
         pid: threading.Thread(

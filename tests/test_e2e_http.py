@@ -36,8 +36,6 @@ from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import FederationFiles, write_federation
 from fedclust.coordinator.app import create_app as create_coordinator
 from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
 from fedclust.data import synthetic
 from fedclust.data.federations import Federation
 from fedclust.demo import free_port
@@ -46,7 +44,7 @@ from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.policy import PROTECTIONS
 from fedclust.protocol.wire.messages import JobCreate, ResultDocument, SweepEntryDocument
 from fedclust.simulate import simulate
-from tests._servers import ServerThread
+from tests._servers import ServerThread, serve_counting
 
 # Real servers: ~30 s for the whole file on 2 cores (in the default run).
 
@@ -166,10 +164,7 @@ class Service:
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     root = tmp_path_factory.mktemp("e2e")
     files = write_files(root, coordinator_port=free_port(), counting_port=free_port())
-    counting = ServerThread(
-        create_counting(CountingSettings.from_file(files.counting)),
-        int(files.counting_url.rsplit(":", 1)[1]),
-    ).start()
+    counting = serve_counting(files)
     capture = CaptureBodies(create_coordinator(CoordinatorSettings.from_file(files.coordinator)))
     coordinator = ServerThread(capture, int(files.coordinator_url.rsplit(":", 1)[1])).start()
     agents = Agents(files).start()
@@ -391,10 +386,7 @@ def test_killed_coordinator_resumes_the_job_with_the_same_result(
     tmp_path: Path, algorithm: str, protection: str
 ) -> None:
     files = write_files(tmp_path, coordinator_port=free_port(), counting_port=free_port())
-    counting = ServerThread(
-        create_counting(CountingSettings.from_file(files.counting)),
-        int(files.counting_url.rsplit(":", 1)[1]),
-    ).start()
+    counting = serve_counting(files)
     log = tmp_path / "coordinator.log"
     proc = _start_coordinator(files, log)
     agents: Agents | None = None

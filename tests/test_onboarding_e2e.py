@@ -27,17 +27,13 @@ import pytest
 from fedclust.cli import main
 from fedclust.client import AnalystClient, AnalystConfig
 from fedclust.config_files import participant_config, write_federation, write_toml
-from fedclust.coordinator.app import create_app as create_coordinator
-from fedclust.coordinator.settings import CoordinatorSettings
-from fedclust.counting.app import create_app as create_counting
-from fedclust.counting.settings import CountingSettings
 from fedclust.data.federations import Federation
 from fedclust.demo import free_port
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.wire.messages import JobCreate
 from fedclust.simulate import simulate
-from tests._servers import ServerThread
+from tests._servers import serve_coordinator, serve_counting
 
 SEED = 5
 FOUNDERS = ("hospital-a", "hospital-b", "hospital-c")
@@ -92,14 +88,8 @@ def test_an_organisation_joins_takes_part_and_is_revoked_without_restarts(
     del section["token"]  # no token: the enrolment provides it
     write_toml(newcomer_toml, doc | {"participant": section})
 
-    counting = ServerThread(
-        create_counting(CountingSettings.from_file(files.counting)),
-        int(files.counting_url.rsplit(":", 1)[1]),
-    ).start()
-    coordinator = ServerThread(
-        create_coordinator(CoordinatorSettings.from_file(files.coordinator)),
-        int(files.coordinator_url.rsplit(":", 1)[1]),
-    ).start()
+    counting = serve_counting(files)
+    coordinator = serve_coordinator(files)
     founders_stop, newcomer_stop = threading.Event(), threading.Event()
     threads = [_agent(files.participants[pid], founders_stop) for pid in FOUNDERS]
     client = AnalystClient(AnalystConfig(files.coordinator_url, files.analyst_token))
