@@ -113,7 +113,7 @@ def soft_db_curve(
     """Soft Davies-Bouldin index of the best-of-``n_init`` FCM fit of ``X`` for every K in ks.
 
     Restarts matter: a single FCM run often misses a small cluster and then favours a
-    smaller K (papers-in-practice notes on Stallmann & Wilbik's motivational example).
+    smaller K (seen on Stallmann & Wilbik's motivational example, whose middle cluster is small).
     """
     owner = "soft_db_curve"
     Xa = check_data(X)

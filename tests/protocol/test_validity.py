@@ -263,7 +263,7 @@ def test_table1_central_fuzzy_db_on_the_motivational_example(data_seed: int) -> 
     ours = {}
     for k in PAPER_TABLE1_CENTRAL:
         # Best of 10 FCM runs: a single run often misses the small middle cluster at K = 5
-        # (papers-in-practice notes), which would make this a test of FCM's luck.
+        # (a single run's fate on this example), which would make this a test of FCM's luck.
         C = fcm(X, k, n_init=10, seed=data_seed).centers
         ours[k] = soft_davies_bouldin(X, C)
         # Federated over the three clients equals central for the same centers.
