@@ -78,8 +78,7 @@ log = logging.getLogger("fedclust.participant")
 STEP_KINDS: Final = frozenset(
     {
         "fcm_sums", "local_fcm", "kfed_centers", "kfed_dennis_centers", "hold_local_fcm",
-        "hold_kmeans_init",
-        "hold_kmeans_step", "fedcref_refine", "distill_step",
+        "hold_kmeans_init", "hold_kmeans_step", "fedcref_refine", "distill_step",
     }
 )
 
