@@ -215,8 +215,8 @@ class Gatherer:
     (stages that go on without a participant that left the job, but not with one that stays
     in it without its answer: counting, standardisation, the local K) a refusal does.
 
-    :meth:`gather` calls a function per participant (one thread each); :meth:`gather_replies`
-    sends each a task (:func:`answer_each`: remote participants in one wait for the round).
+    :meth:`gather_replies` sends each participant its task (:func:`answer_each`: remote
+    participants in one wait for the round).
     """
 
     def __init__(self) -> None:
@@ -231,22 +231,6 @@ class Gatherer:
                 f"participant {name!r} dropped out ({reason}); left out of the later rounds"
             )
 
-    def gather(
-        self,
-        round_number: int,
-        participants: Sequence[P],
-        ask: Callable[[int, P], T],
-        *,
-        required: bool = False,
-        refusals_fail: bool = False,
-    ) -> tuple[list[T], tuple[str, ...]]:
-        """Ask each participant (with its index); return the answers and who gave them."""
-        asked = self._to_ask(participants, required)
-        return self._sort(
-            round_number, asked, _ask_all(asked, ask), required=required,
-            refusals_fail=refusals_fail,
-        )
-
     def gather_replies(
         self,
         round_number: int,
@@ -256,12 +240,13 @@ class Gatherer:
         *,
         required: bool = False,
         refusals_fail: bool = False,
+        concurrent: bool = False,
     ) -> tuple[list[T], tuple[str, ...]]:
         """Send each participant (with its index) its task; return the replies, each passed
         through ``check`` (which may raise ProtocolError: the first in order is raised), and
-        who gave them."""
+        who gave them. ``concurrent`` as in :func:`answer_each`."""
         asked = self._to_ask(participants, required)
-        outcomes = answer_each([(p, spec_for(i, p)) for i, p in asked])
+        outcomes = answer_each([(p, spec_for(i, p)) for i, p in asked], concurrent=concurrent)
         return self._sort(
             round_number, asked,
             [o if isinstance(o, Exception) else check(p, o)
@@ -325,12 +310,6 @@ class Gatherer:
         return answers, tuple(names)
 
 
-def gather_required(participants: Sequence[P], ask: Callable[[P], T]) -> list[T]:
-    """Every participant's answer to one question; any refusal fails (see :class:`Gatherer`)."""
-    answers, _ = Gatherer().gather(0, participants, lambda _, p: ask(p), required=True)
-    return answers
-
-
 R = TypeVar("R")
 
 
@@ -350,6 +329,26 @@ def gather_present(
     return Gatherer().gather_replies(
         0, live, lambda i, _: specs[i], expect(specs[0], reply_type), refusals_fail=True
     )
+
+
+def gather_required(
+    participants: Sequence[A],
+    spec_for: Callable[[int, A], msg.TaskSpec],
+    reply_type: type[R],
+    *,
+    concurrent: bool = False,
+) -> list[R]:
+    """Every participant's reply (of type ``reply_type``) to its task (``spec_for(index,
+    participant)``), in order; any refusal or dropout fails (``required``, see
+    :class:`Gatherer`). ``concurrent`` as in :func:`answer_each`."""
+    specs = [spec_for(i, p) for i, p in enumerate(participants)]
+    if not specs:
+        return []
+    replies, _ = Gatherer().gather_replies(
+        0, participants, lambda i, _: specs[i], expect(specs[0], reply_type), required=True,
+        concurrent=concurrent,
+    )
+    return replies
 
 
 def expect(spec: msg.TaskSpec, reply_type: type[R]) -> Callable[[Named, msg.Reply], R]:
@@ -376,7 +375,8 @@ def answer_each(
     (:meth:`~coordinator.remote.RemoteParticipant.answer_round`); any others one after
     another (in-process participants: nothing to wait on, one GIL; 3.5x faster than a thread
     each for the simulator's plain FCM round at 30 participants, ``docs/benchmarks.md``), or
-    each in its own thread when ``concurrent``."""
+    each in its own thread when ``concurrent`` (fed-distill's and FedCRef's stages: their
+    in-process models train outside the GIL)."""
     outcomes: dict[int, msg.Reply | RefusedError | UnavailableError] = {}
     rounds: dict[int, tuple[RoundChannel, list[int]]] = {}
     for i, (participant, _) in enumerate(asked):
@@ -397,7 +397,7 @@ def answer_each(
 
 
 def _ask_all(
-    participants: Sequence[tuple[int, P]], ask: Callable[[int, P], T], *, concurrent: bool = True
+    participants: Sequence[tuple[int, P]], ask: Callable[[int, P], T], *, concurrent: bool
 ) -> list[T | RefusedError | UnavailableError]:
     """Call ``ask`` for every (index, participant), concurrently (one thread each) unless
     not ``concurrent``; refusals and dropouts are returned, not raised."""

@@ -1,14 +1,16 @@
 """Driver of clustered federated distillation (Yang & Tae 2023, Appl. Sci. 14(1), 277).
 
-:func:`run_fed_distill`: one shot, four stages (a :class:`StageRecord` each): ``train_local``;
-``counts`` (mode "clustered" only: count vectors scaled and grouped by Ward clustering under
-``distance_threshold``, ``protocol.maths.distillation``); ``teachers`` (per group, the
-members' (P_l, 1) SUMMED by ``aggregate`` and T_g = ΣP_l / |g|); ``distill`` (every
-participant towards its group's teacher). Modes: "clustered" (the paper), "global" (FedDF:
-one group of all) and "local" (stage 1 only). An ``evaluate`` hook records accuracies after
-stages 1 and 4. Groups under ``MIN_PROTECTED_MEMBERS`` = 3 cannot hide a contribution and are
-listed in ``unprotected_groups`` and ``notes``. Only what the participant methods return
-reaches the coordinator; seeds come from ``seed`` and grouping is deterministic.
+:func:`run_fed_distill`: one shot, four stages (a :class:`StageRecord` each), each a round of
+wire tasks (``distill_train``; ``distill_counts``; ``distill_soft``; ``distill_step``):
+``train_local``; ``counts`` (mode "clustered" only: count vectors scaled and grouped by Ward
+clustering under ``distance_threshold``, ``protocol.maths.distillation``); ``teachers`` (per
+group, the members' (P_l, 1) SUMMED, by the job's ``summation`` for >= 3 members, and
+T_g = ΣP_l / |g|); ``distill`` (every participant towards its group's teacher). Modes:
+"clustered" (the paper), "global" (FedDF: one group of all) and "local" (stage 1 only). An
+``evaluate`` hook records accuracies after stages 1 and 4. Groups under
+``MIN_PROTECTED_MEMBERS`` = 3 cannot hide a contribution and are listed in
+``unprotected_groups`` and ``notes``. Only the participants' replies reach the coordinator;
+seeds come from ``seed`` and the participants' order, and grouping is deterministic.
 
 Design notes: ``docs/fed-distill.md`` (§ The driver).
 """
@@ -20,29 +22,43 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 import numpy as np
-from numpy.typing import ArrayLike
 
-from fedclust.coordinator._rounds import MIN_PROTECTED_MEMBERS, Gatherer, add_contributions
+from fedclust.coordinator._rounds import (
+    MIN_PROTECTED_MEMBERS,
+    Gatherer,
+    add_contributions,
+    expect,
+    gather_required,
+)
+from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.errors import ProtocolError
-from fedclust.core.validation import FloatArray, check_data, check_float, check_int, rng_from
+from fedclust.core.validation import FloatArray, rng_from
 from fedclust.protocol.maths import distillation as dist
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import DistillParams
 
 __all__ = [
+    "DISTILL_BATCH",
+    "LOCAL_BATCH",
     "MIN_PROTECTED_MEMBERS",
     "DistillParticipantLike",
     "FedDistillResult",
     "StageRecord",
     "run_fed_distill",
-    "sum_contributions",
 ]
 
 Mode = Literal["clustered", "global", "local"]
 _SEED_BOUND = 2**31 - 1
-_MODES = ("clustered", "global", "local")
+#: The batch sizes of the authors' code (local training, distillation), used when the job's
+#: ``batch_size`` is absent.
+LOCAL_BATCH, DISTILL_BATCH = 32, 64
 
 
 class DistillParticipantLike(Protocol):
-    """What clustered federated distillation asks of a participant."""
+    """A participant as clustered federated distillation asks it: it answers the tasks
+    ``distill_train``, ``distill_counts``, ``distill_soft`` and ``distill_step`` (and, in a
+    secure sum, its stages): ``participant.distill_tasks.DistillTasks`` behind the agent, or
+    ``coordinator.remote.RemoteParticipant``."""
 
     @property
     def name(self) -> str: ...
@@ -50,21 +66,13 @@ class DistillParticipantLike(Protocol):
     @property
     def n_features(self) -> int: ...
 
-    def train_local(self, *, seed: int) -> None: ...
-
-    def predict_counts(self, public_X: FloatArray) -> dict[str, FloatArray]: ...
-
-    def predict_soft(self, public_X: FloatArray) -> dict[str, FloatArray]: ...
-
-    def distill(
-        self, teacher: FloatArray, public_X: FloatArray, *, temperature: float, epochs: int,
-        seed: int,
-    ) -> None: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply; raise RefusedError on a refusal, UnavailableError on silence."""
+        ...
 
 
 P = TypeVar("P", bound=DistillParticipantLike)
 Contribution = dict[str, FloatArray]
-Aggregate = Callable[[Sequence[P], Callable[[P], Contribution]], Contribution]
 
 
 @dataclass(frozen=True)
@@ -111,12 +119,9 @@ class FedDistillResult:
         return [where.get(n, -1) for n in names]
 
 
-def sum_contributions(
-    participants: Sequence[P], ask: Callable[[P], Contribution]
-) -> Contribution:
-    """The default ``aggregate``: ask the members one after another (the simulator's models
-    share this process's threads) and add their named arrays (:func:`add_contributions`)."""
-    return add_contributions([(p.name, ask(p)) for p in participants])
+def _contribution(reply: msg.DistillSoftReply) -> Contribution:
+    """The driver's names for the wire's summed fields."""
+    return {dist.SOFT_SUM: reply.soft_sum.to_numpy(), dist.COUNT: reply.members.to_numpy()}
 
 
 def _seeds(rng: np.random.Generator, n: int) -> list[int]:
@@ -126,46 +131,36 @@ def _seeds(rng: np.random.Generator, n: int) -> list[int]:
 
 def run_fed_distill(
     participants: Sequence[P],
-    public_X: ArrayLike,
+    params: DistillParams,
     *,
-    distance_threshold: float = 2.0,
-    temperature: float = 0.1,
-    epochs: int = 50,
-    mode: Mode = "clustered",
     seed: int | None = None,
-    aggregate: Aggregate[P] | None = None,
+    summation: Summation | None = None,
     evaluate: Callable[[P], float] | None = None,
 ) -> FedDistillResult:
     """Clustered federated distillation (Yang & Tae 2023) or its baselines.
 
+    Every stage sends the participants its tasks at once (``Gatherer.gather_replies``:
+    remote participants on the broker in one round, one waiting thread; in-process ones a
+    thread each, ``concurrent``, since their models train outside the GIL).
+
     Args:
         participants: at least one; names must be distinct.
-        public_X: the public unlabelled set, (n_public, n_features), as the participants'
-            classifiers expect it.
-        distance_threshold: Ward merge distance at which grouping stops (paper: 2).
-        temperature: T of the distillation loss (paper: 0.1).
-        epochs: distillation epochs (paper: 50).
-        mode: "clustered", "global" (FedDF-style) or "local" (no sharing).
+        params: the job's parameters: the public unlabelled set (n_public, n_features), as
+            the participants' classifiers expect it; ``distance_threshold`` (Ward merge
+            distance at which grouping stops, paper 2); ``temperature`` (T of the
+            distillation loss, paper 0.1); ``epochs`` (distillation epochs, paper 50);
+            ``mode`` "clustered", "global" (FedDF-style) or "local" (no sharing); the
+            training hyper-parameters of the tasks.
         seed: algorithmic randomness (initialisation, splits, batch order).
-        aggregate: sums named arrays over a group's members (the service plugs in secure
-            aggregation); None = ``sum_contributions``.
+        summation: how a group of >= 3 members sums its soft predictions (the service's
+            masking); None, and every smaller group, sums them in the clear.
         evaluate: simulation hook returning a participant's accuracy on its test rows.
 
     Returns:
         A :class:`FedDistillResult`.
     """
     owner = "run_fed_distill"
-    if mode not in _MODES:
-        raise ValueError(
-            f"The 'mode' parameter of {owner} must be one of {_MODES}. Got {mode!r} instead."
-        )
-    threshold = check_float(
-        distance_threshold, name="distance_threshold", owner=owner, low=0.0, low_open=True
-    )
-    temperature = check_float(temperature, name="temperature", owner=owner, low=0.0,
-                              low_open=True)
-    epochs = check_int(epochs, name="epochs", owner=owner, low=0)
-    public = check_data(public_X, name="public_X")
+    public = params.public.to_numpy()  # finite, non-empty, 2-D (DistillParams)
     if len(participants) == 0:
         raise ValueError(f"{owner} needs at least one participant; got none.")
     names = [p.name for p in participants]
@@ -174,10 +169,11 @@ def run_fed_distill(
     widths = {p.n_features for p in participants}
     if widths != {public.shape[1]}:
         raise ValueError(
-            f"public_X must have the participants' n_features={sorted(widths)} columns; got "
-            f"shape {public.shape}."
+            f"distill.public must have the participants' n_features={sorted(widths)} columns; "
+            f"got shape {public.shape}."
         )
-    summer: Aggregate[P] = sum_contributions if aggregate is None else aggregate
+    mode = params.mode
+    batch = params.batch_size
     rng = rng_from(seed)
     train_seeds = _seeds(rng, len(participants))
     distill_seeds = _seeds(rng, len(participants))
@@ -186,8 +182,17 @@ def run_fed_distill(
     notes: list[str] = []
 
     # 1. local training
-    _, responders = gatherer.gather(
-        1, participants, lambda i, p: p.train_local(seed=train_seeds[i])
+    train = [
+        msg.DistillTrainTask(
+            seed=s, n_classes=params.n_classes, classifier=params.classifier,
+            max_epochs=params.local_epochs, learning_rate=params.learning_rate,
+            batch_size=batch if batch is not None else LOCAL_BATCH,
+        )
+        for s in train_seeds
+    ]
+    _, responders = gatherer.gather_replies(
+        1, participants, lambda i, _: train[i], expect(train[0], msg.AckReply),
+        concurrent=True,
     )
     history.append(StageRecord("train_local", responders))
     index = {p.name: i for i, p in enumerate(participants)}
@@ -201,15 +206,20 @@ def run_fed_distill(
     elif mode == "global":
         labels = dist.global_groups(len(active))
     else:
-        answers, counted = gatherer.gather(
-            2, active, lambda _, p: p.predict_counts(public), required=True
-        )
-        if len({np.shape(a[dist.LABEL_COUNTS]) for a in answers}) != 1:
+        counts_task = msg.DistillCountsTask(public=params.public, n_classes=params.n_classes)
+        answers = [
+            r.label_counts.to_numpy().astype(np.float64)
+            for r in gather_required(
+                active, lambda _, p: counts_task, msg.DistillCountsReply, concurrent=True
+            )
+        ]
+        if len({np.shape(a) for a in answers}) != 1:
             raise ProtocolError("participants returned label-count vectors of different lengths.")
-        counts = np.vstack([a[dist.LABEL_COUNTS] for a in answers])
-        scaled = dist.scale_counts(counts)
-        labels = dist.group_clients(scaled, distance_threshold=threshold)
-        history.append(StageRecord("counts", counted, f"{int(labels.max()) + 1} groups"))
+        scaled = dist.scale_counts(np.vstack(answers))
+        labels = dist.group_clients(scaled, distance_threshold=params.distance_threshold)
+        history.append(StageRecord(
+            "counts", tuple(p.name for p in active), f"{int(labels.max()) + 1} groups"
+        ))
         notes.append(
             "each participant's label-count vector on the public set was disclosed to the "
             "coordinator in clear (the grouping needs every one)."
@@ -224,10 +234,19 @@ def run_fed_distill(
         )
 
     # 3. teachers from group sums
+    soft = msg.DistillSoftTask(public=params.public, n_classes=params.n_classes)
     teachers: list[FloatArray] = []
     unprotected: list[tuple[str, ...]] = []
     for g, group in enumerate(members):
-        total = summer(group, lambda p: p.predict_soft(public))
+        if summation is not None and len(group) >= MIN_PROTECTED_MEMBERS:
+            total = _contribution(
+                summation.sum(group, soft, msg.DistillSoftReply, required=True)[0]
+            )
+        else:
+            replies = gather_required(group, lambda _, p: soft, msg.DistillSoftReply)
+            total = add_contributions(
+                [(p.name, _contribution(r)) for p, r in zip(group, replies, strict=True)]
+            )
         teacher = dist.combine_teacher(total)
         if round(float(total[dist.COUNT][0])) != len(group):
             raise ProtocolError(
@@ -247,16 +266,18 @@ def run_fed_distill(
 
     # 4. distillation
     group_of = {p.name: int(labels[i]) for i, p in enumerate(active)}
-    _, distilled = gatherer.gather(
-        4,
-        active,
-        lambda _, p: p.distill(
-            teachers[group_of[p.name]], public, temperature=temperature, epochs=epochs,
-            seed=distill_seeds[index[p.name]],
-        ),
-        required=True,
-    )
-    history.append(StageRecord("distill", distilled))
+    wire_teachers = [msg.WireArray.of(t) for t in teachers]
+
+    def step(_: int, p: P) -> msg.TaskSpec:
+        return msg.DistillStepTask(
+            public=params.public, teacher=wire_teachers[group_of[p.name]],
+            temperature=params.temperature, epochs=params.epochs,
+            seed=distill_seeds[index[p.name]], learning_rate=params.learning_rate,
+            batch_size=batch if batch is not None else DISTILL_BATCH,
+        )
+
+    gather_required(active, step, msg.AckReply, concurrent=True)
+    history.append(StageRecord("distill", tuple(p.name for p in active)))
     after = _evaluate_all(active, evaluate)
     return FedDistillResult(
         mode, groups, tuple(unprotected), scaled, before, after, _group_acc(after, labels),

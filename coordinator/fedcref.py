@@ -1,12 +1,14 @@
 """The FedCRef iteration loop (Nardi, Valerio & Passarella, Algorithm 1).
 
 :func:`run_fedcref`: every participant makes its initial clustering and one autoencoder per
-local cluster (``fedcref_init``); each iteration then (a) retrains changed local models
+local cluster (``fedcref_init``; every step is a round of ``fedcref_*`` wire tasks, sent to
+all participants at once); each iteration then (a) retrains changed local models
 (``fedcref_train``), (b) shares models and scores clusters against the others' models
 (``fedcref_models``, ``fedcref_scores``, eq. 2), (c) keeps the symmetric associations and
 takes their connected components of >= 2 clusters as groups, (d) trains one model per group
-by FedAvg from SUMS of n·θ and n (``aggregate``, where secure aggregation plugs in; groups of
-fewer than 3 participants are listed as unprotected), (e) refines every active participant's
+by FedAvg from SUMS of n·θ and n (``fedcref_fedavg``: by the job's ``summation``, where
+secure aggregation plugs in; groups of fewer than 3 participants are summed in the clear and
+listed as unprotected), (e) refines every active participant's
 assignment (``fedcref_refine``, Algorithm 2), which freezes at agreement >= tau (0.8). Stops
 when none is active, when group counts varied <= 10 % over three iterations, or after
 ``max_iterations``. The driver never sees labels, rows or errors; evaluation runs only
@@ -29,8 +31,9 @@ from fedclust.coordinator._rounds import (
     add_contributions,
     gather_required,
 )
+from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.errors import ProtocolError
-from fedclust.core.validation import FloatArray, check_float, check_int, rng_from
+from fedclust.core.validation import check_float, check_int, rng_from
 from fedclust.protocol.maths.fedcref import (
     AutoencoderSpec,
     ClusterRef,
@@ -42,15 +45,15 @@ from fedclust.protocol.maths.fedcref import (
     find_groups,
     symmetric_edges,
 )
+from fedclust.protocol.wire import messages as msg
+from fedclust.protocol.wire.messages import FedCRefParams
 
 __all__ = [
     "MIN_PROTECTED_MEMBERS",
-    "FedAvgRequest",
     "FedCRefIteration",
     "FedCRefParticipant",
     "FedCRefResult",
     "run_fedcref",
-    "sum_contributions",
 ]
 
 _SEED_BOUND = 2**31 - 1
@@ -60,7 +63,9 @@ Contribution = dict[str, NDArray[np.float64]]
 
 
 class FedCRefParticipant(Protocol):
-    """What FedCRef asks of a participant (``participant.deep.fedcref_local.FedCRefLocal``)."""
+    """A participant as FedCRef asks it: it answers the ``fedcref_*`` tasks (and, in a
+    secure sum, its stages): ``participant.fedcref_tasks.FedCRefTasks`` behind the agent, or
+    ``coordinator.remote.RemoteParticipant``."""
 
     @property
     def name(self) -> str: ...
@@ -68,58 +73,43 @@ class FedCRefParticipant(Protocol):
     @property
     def n_features(self) -> int: ...
 
-    def fedcref_init(self, spec: AutoencoderSpec, *, seed: int) -> int: ...
-
-    def fedcref_train(self, *, seed: int) -> None: ...
-
-    def fedcref_models(self) -> list[NDArray[np.float32]]: ...
-
-    def fedcref_scores(
-        self, models: Sequence[NDArray[np.float32]], *, alpha: float
-    ) -> FloatArray: ...
-
-    def fedcref_fedavg_step(
-        self,
-        model: NDArray[np.float32] | None,
-        clusters: Sequence[int],
-        *,
-        epochs: int,
-        seed: int,
-    ) -> Contribution: ...
-
-    def fedcref_refine(
-        self, group_models: Sequence[NDArray[np.float32]], *, seed: int
-    ) -> float: ...
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        """The reply; raise RefusedError on a refusal, UnavailableError on silence."""
+        ...
 
 
 P = TypeVar("P", bound=FedCRefParticipant)
 
 
-@dataclass(frozen=True)
-class FedAvgRequest:
-    """One FedAvg sum of a group, asked of every member alike: each member's clusters in the
-    group and its seed, the start ``model`` (None: the size-weighted local models) and the
-    local ``epochs``. Called with a member, it asks that member for its contribution."""
-
-    model: NDArray[np.float32] | None
-    clusters: Mapping[str, tuple[int, ...]]
-    seeds: Mapping[str, int]
-    epochs: int
-
-    def __call__(self, p: FedCRefParticipant) -> Contribution:
-        return p.fedcref_fedavg_step(
-            self.model, self.clusters[p.name], epochs=self.epochs, seed=self.seeds[p.name]
-        )
+def _stack(models: Sequence[NDArray[np.float32]], n_params: int) -> msg.WireArray:
+    """Models as one float32 (M, n_params) wire array (M may be 0)."""
+    if not models:
+        return msg.WireArray.of(np.zeros((0, n_params), dtype=np.float32))
+    return msg.WireArray.of(np.stack([np.asarray(m, dtype=np.float32) for m in models]))
 
 
-Aggregate = Callable[[Sequence[P], FedAvgRequest], Contribution]
+def _fedavg_task(
+    model: NDArray[np.float32] | None,
+    clusters: Mapping[str, Sequence[int]],
+    seeds: Mapping[str, int],
+    *,
+    epochs: int,
+    n_params: int,
+) -> msg.FedCRefFedavgTask:
+    """One FedAvg statistic of a group: each member's clusters in the group and its seed,
+    the start ``model`` (None: the size-weighted local models) and the local ``epochs``."""
+    return msg.FedCRefFedavgTask(
+        model=None if model is None else msg.WireArray.of(np.asarray(model, dtype=np.float32)),
+        n_params=n_params,
+        members={name: list(ids) for name, ids in clusters.items()},
+        seeds=dict(seeds),
+        epochs=epochs,
+    )
 
 
-def sum_contributions(members: Sequence[P], ask: Callable[[P], Contribution]) -> Contribution:
-    """The default ``aggregate``: ask every member (concurrently) and add their named arrays
-    (:func:`~coordinator._rounds.add_contributions`)."""
-    answers = gather_required(members, ask)
-    return add_contributions([(m.name, a) for m, a in zip(members, answers, strict=True)])
+def _contribution(reply: msg.FedCRefFedavgReply) -> Contribution:
+    """The driver's names for the wire's summed fields."""
+    return {"weighted_params": reply.weighted_params.to_numpy(), "n": reply.rows.to_numpy()}
 
 
 @dataclass(frozen=True)
@@ -182,28 +172,18 @@ def _seeds(rng: np.random.Generator, names: Sequence[str]) -> dict[str, int]:
     return {name: base + i for i, name in enumerate(names)}
 
 
-def _ask_train(seeds: dict[str, int]) -> Callable[[FedCRefParticipant], None]:
-    def ask(p: FedCRefParticipant) -> None:
-        p.fedcref_train(seed=seeds[p.name])
-
-    return ask
-
-
-def _ask_refine(
-    models: dict[str, list[NDArray[np.float32]]], seeds: dict[str, int]
-) -> Callable[[FedCRefParticipant], float]:
-    def ask(p: FedCRefParticipant) -> float:
-        return p.fedcref_refine(models[p.name], seed=seeds[p.name])
-
-    return ask
-
-
 def _associate(
     participants: Sequence[P], spec: AutoencoderSpec, *, alpha: float, theta: float
 ) -> Grouping:
     """Steps b-c: share the models, gather eq. 2 scores, keep symmetric edges, components."""
     names = [p.name for p in participants]
-    shared = gather_required(participants, lambda p: p.fedcref_models())
+    shared = [
+        [row.astype(np.float32) for row in reply.models.to_numpy()]
+        for reply in gather_required(
+            participants, lambda _, p: msg.FedCRefModelsTask(), msg.FedCRefModelsReply,
+            concurrent=True,
+        )
+    ]
     refs: list[ClusterRef] = []
     flat: list[NDArray[np.float32]] = []
     for i, models in enumerate(shared):
@@ -211,14 +191,17 @@ def _associate(
             refs.append((i, q))
             flat.append(spec.check_params(m, name=f"model {q} of {names[i]!r}"))
     others = {i: [j for j, r in enumerate(refs) if r[0] != i] for i in range(len(names))}
-    position = {name: i for i, name in enumerate(names)}
     score_rows = gather_required(
         participants,
-        lambda p: p.fedcref_scores([flat[j] for j in others[position[p.name]]], alpha=alpha),
+        lambda i, _: msg.FedCRefScoresTask(
+            models=_stack([flat[j] for j in others[i]], spec.n_params), alpha=alpha
+        ),
+        msg.FedCRefScoresReply,
+        concurrent=True,
     )
     scores: dict[tuple[ClusterRef, ClusterRef], float] = {}
-    for i, rows in enumerate(score_rows):
-        S = np.asarray(rows, dtype=np.float64)
+    for i, reply in enumerate(score_rows):
+        S = np.asarray(reply.scores.to_numpy(), dtype=np.float64)
         if S.shape != (len(shared[i]), len(others[i])):
             raise ProtocolError(f"participant {names[i]!r} returned scores of the wrong shape.")
         for q in range(S.shape[0]):
@@ -227,12 +210,32 @@ def _associate(
     return find_groups(refs, symmetric_edges(scores, theta=theta))
 
 
+def _group_sum(
+    group: Sequence[P], task: msg.FedCRefFedavgTask, summation: Summation | None
+) -> Contribution:
+    """The sums of n·θ and n over a group's members: by ``summation`` (every member must take
+    part) for >= 3 members, the one ``task`` naming every member; else in the clear, each
+    member asked ``task`` with only its own clusters and seed."""
+    if summation is not None and len(group) >= MIN_PROTECTED_MEMBERS:
+        total, _ = summation.sum(group, task, msg.FedCRefFedavgReply, required=True)
+        return _contribution(total)
+    own = [
+        task.model_copy(update={"members": {p.name: task.members[p.name]},
+                                "seeds": {p.name: task.seeds[p.name]}})
+        for p in group
+    ]
+    replies = gather_required(group, lambda i, _: own[i], msg.FedCRefFedavgReply, concurrent=True)
+    return add_contributions(
+        [(p.name, _contribution(r)) for p, r in zip(group, replies, strict=True)]
+    )
+
+
 def _train_group(
     participants: Sequence[P],
     grouping: Grouping,
     g: int,
     spec: AutoencoderSpec,
-    combine: Aggregate[P],
+    summation: Summation | None,
     rng: np.random.Generator,
     *,
     rounds: int,
@@ -245,68 +248,55 @@ def _train_group(
         participants[i].name: tuple(q for i2, q in grouping.groups[g] if i2 == i)
         for i in member_ids
     }
-    start = FedAvgRequest(None, mine, dict.fromkeys(mine, 0), 0)
-    model = combine_fedavg(combine(group, start), spec)
+    start = _fedavg_task(None, mine, dict.fromkeys(mine, 0), epochs=0, n_params=spec.n_params)
+    model = combine_fedavg(_group_sum(group, start, summation), spec)
     for _ in range(rounds):
-        request = FedAvgRequest(model, mine, _seeds(rng, [p.name for p in group]), epochs)
-        model = combine_fedavg(combine(group, request), spec)
+        seeds = _seeds(rng, [p.name for p in group])
+        task = _fedavg_task(model, mine, seeds, epochs=epochs, n_params=spec.n_params)
+        model = combine_fedavg(_group_sum(group, task, summation), spec)
     return model
 
 
 def run_fedcref(
     participants: Sequence[P],
+    params: FedCRefParams | None = None,
     *,
-    hidden: tuple[int, ...] = (100, 64, 32),
-    alpha: float = 75.0,
-    theta: float = 0.2,
-    tau: float = 0.8,
-    fedavg_rounds: int = 15,
-    fedavg_epochs: int = 2,
-    max_iterations: int = 10,
-    refine_with: Literal["groups", "all"] = "all",
     stable_window: int = 3,
     stable_tolerance: float = 0.1,
     seed: int | None = None,
-    aggregate: Aggregate[P] | None = None,
+    summation: Summation | None = None,
     evaluate: Callable[[Grouping | None], FedCRefEvaluation] | None = None,
     on_iteration: Callable[[FedCRefIteration], None] | None = None,
 ) -> FedCRefResult:
     """FedCRef (Nardi, Valerio & Passarella, Alg. 1 with the refinement of Alg. 2).
 
+    Every step sends the participants its tasks at once (``coordinator._rounds.
+    gather_required``: remote participants on the broker in one round, one waiting thread;
+    in-process ones a thread each, ``concurrent``, since their models train outside the GIL).
+
     Args:
         participants: at least two, with distinct names and rows of one width.
-        hidden: encoder widths (the decoder mirrors them); the paper's 100-64-32.
-        alpha, theta: association percentile and threshold (eq. 2); paper 75 and 0.2 (the
-            authors' code: 0.25).
-        tau: a participant freezes when its consecutive assignments agree >= tau.
-        fedavg_rounds, fedavg_epochs: FedAvg rounds per group and local epochs per round.
-        max_iterations: the most iterations.
-        refine_with: the federated models a participant refines with: every group's ("all",
-            the authors' code; on MNIST at d = 0.5 final ACC 0.80 against 0.67) or those of
-            its own groups only ("groups", the narrower reading of Algorithm 2).
+        params: the job's parameters (None: the defaults): ``hidden`` encoder widths (the
+            decoder mirrors them; the paper's 100-64-32); the initial clustering
+            (``initial``, ``local_k``, ``k_max``, ``epochs``); ``alpha``, ``theta`` (eq. 2's
+            percentile and threshold, paper 75 and 0.2, the authors' code 0.25); ``tau`` (a
+            participant freezes when its consecutive assignments agree >= tau);
+            ``fedavg_rounds``, ``fedavg_epochs``; ``max_iterations``; ``refine_with``: the
+            federated models a participant refines with, every group's ("all", the authors'
+            code; on MNIST at d = 0.5 final ACC 0.80 against 0.67) or its own groups' only
+            ("groups", the narrower reading of Algorithm 2).
         stable_window, stable_tolerance: stop when group and isolated counts varied by at
             most ``stable_tolerance`` (relative) over the last ``stable_window`` iterations.
         seed: algorithmic randomness; every participant seed is derived from it.
-        aggregate: sums the named arrays a group's members return for a
-            :class:`FedAvgRequest` (the secure aggregation hook); default
-            :func:`sum_contributions`.
+        summation: how a group of >= 3 participants sums its FedAvg statistic (the service's
+            masking); None, and every smaller group, sums in the clear.
         evaluate: simulator-only hook measuring the participants against true labels; called
             with None after the initial clustering and after each refinement, and with the
             grouping right after it is found (for wrong associations).
         on_iteration: observer called with each finished iteration.
     """
     owner = "run_fedcref"
-    alpha = check_float(alpha, name="alpha", owner=owner, low=0.0, high=100.0)
-    theta = check_float(theta, name="theta", owner=owner, low=0.0)
-    tau = check_float(tau, name="tau", owner=owner, low=0.0, high=1.0)
-    fedavg_rounds = check_int(fedavg_rounds, name="fedavg_rounds", owner=owner, low=0)
-    fedavg_epochs = check_int(fedavg_epochs, name="fedavg_epochs", owner=owner, low=1)
-    max_iterations = check_int(max_iterations, name="max_iterations", owner=owner, low=1)
-    if refine_with not in ("groups", "all"):
-        raise ValueError(
-            f"The 'refine_with' parameter of {owner} must be 'groups' or 'all'. "
-            f"Got {refine_with!r} instead."
-        )
+    params = params if params is not None else FedCRefParams()
     stable_window = check_int(stable_window, name="stable_window", owner=owner, low=1)
     stable_tolerance = check_float(
         stable_tolerance, name="stable_tolerance", owner=owner, low=0.0
@@ -323,13 +313,20 @@ def run_fedcref(
             f"{owner} needs rows of one width (the same image size) at every participant; "
             f"got {by_width}."
         )
-    spec = AutoencoderSpec(widths.pop(), tuple(hidden))
-    combine: Aggregate[P] = aggregate if aggregate is not None else sum_contributions
+    spec = AutoencoderSpec(widths.pop(), tuple(params.hidden))
     rng = rng_from(seed)
 
     seeds = _seeds(rng, names)
     initial_k = tuple(
-        gather_required(participants, lambda p: p.fedcref_init(spec, seed=seeds[p.name]))
+        reply.k for reply in gather_required(
+            participants,
+            lambda i, _: msg.FedCRefInitTask(
+                hidden=spec.hidden, initial=params.initial, k=params.local_k, k_max=params.k_max,
+                epochs=params.epochs, seed=seeds[names[i]],
+            ),
+            msg.FedCRefInitReply,
+            concurrent=True,
+        )
     )
     initial_accuracy = evaluate(None).mean_accuracy if evaluate is not None else None
 
@@ -338,10 +335,13 @@ def run_fedcref(
     records: list[FedCRefIteration] = []
     group_models: list[NDArray[np.float32]] = []
     stop: FedCRefStop = "max_iterations"
-    for it in range(1, max_iterations + 1):
+    for it in range(1, params.max_iterations + 1):
         seeds = _seeds(rng, names)
-        gather_required(participants, _ask_train(seeds))
-        grouping = _associate(participants, spec, alpha=alpha, theta=theta)
+        gather_required(
+            participants, lambda i, _: msg.FedCRefTrainTask(seed=seeds[names[i]]),  # noqa: B023
+            msg.AckReply, concurrent=True,
+        )
+        grouping = _associate(participants, spec, alpha=params.alpha, theta=params.theta)
         wrong = evaluate(grouping).wrong_associations if evaluate is not None else None
 
         group_models = []
@@ -351,22 +351,33 @@ def run_fedcref(
                 small.append(g)
             group_models.append(
                 _train_group(
-                    participants, grouping, g, spec, combine, rng,
-                    rounds=fedavg_rounds, epochs=fedavg_epochs,
+                    participants, grouping, g, spec, summation, rng,
+                    rounds=params.fedavg_rounds, epochs=params.fedavg_epochs,
                 )
             )
 
         theirs: dict[str, list[NDArray[np.float32]]] = {n: [] for n in names}
         for g, _members in enumerate(grouping.groups):
-            takers = range(len(names)) if refine_with == "all" else grouping.participants(g)
+            takers = range(len(names)) if params.refine_with == "all" else grouping.participants(g)
             for i in takers:
                 theirs[names[i]].append(group_models[g])
         refining = [p for p in participants if p.name in active]
-        agreements = gather_required(refining, _ask_refine(theirs, _seeds(rng, names)))
+        refine_seeds = _seeds(rng, names)
+        agreements = [
+            reply.agreement for reply in gather_required(
+                refining,
+                lambda _, p: msg.FedCRefRefineTask(
+                    models=_stack(theirs[p.name], spec.n_params),  # noqa: B023
+                    seed=refine_seeds[p.name],  # noqa: B023
+                ),
+                msg.FedCRefRefineReply,
+                concurrent=True,
+            )
+        ]
         frozen = tuple(
             p.name
             for p, a in zip(refining, agreements, strict=True)
-            if client_frozen(a, tau=tau)
+            if client_frozen(a, tau=params.tau)
         )
         active -= set(frozen)
         accuracy = evaluate(None).mean_accuracy if evaluate is not None else None

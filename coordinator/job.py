@@ -176,7 +176,7 @@ def run_job(
         spec.algorithm, participants, spec.ks, total_count=rows,
         seed=sweep_stream, init=init, m=spec.m, eps=spec.eps,
         max_rounds=spec.max_rounds, gamma=spec.gamma, on_progress=on_progress,
-        summation=sums,
+        summation=sums, params=spec.algorithm_params,
     )
     stage("silhouette")
     live, n_rows = _scored(participants, sweep, rows)

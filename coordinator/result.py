@@ -10,6 +10,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from fedclust.coordinator.secure_sum import Summation
 
 StopReason = Literal["converged", "max_rounds", "cycle", "one_shot", "empty_clusters"]
@@ -61,8 +63,10 @@ class RunOptions:
     parameters, the global centers the run starts from (the job's ``init``, or the sweep's
     draw for the fuzzy algorithms; None: the driver's own seeding; only for the algorithms
     that take it, ``takes_init``) and whether they are the analyst's (``init_given``: the
-    drivers then start every step of round 1 from them), the round observer and the
-    summation every sum goes through."""
+    drivers then start every step of round 1 from them), the round observer, the
+    summation every sum goes through and the algorithm's own parameters (its registered
+    ``params`` model, from the job's block: ``JobCreate.algorithm_params``; None: it has
+    none)."""
 
     rng: np.random.Generator
     summation: Summation
@@ -73,6 +77,7 @@ class RunOptions:
     init: NDArray[np.float64] | None = None
     init_given: bool = False
     on_round: Callable[[RoundRecord], None] | None = None
+    params: BaseModel | None = None
 
 
 #: Observer of a running job: (stage, current K or None, the round just finished or None).

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
+from pydantic import BaseModel
 
 from fedclust.coordinator._rounds import dropped, present, resolve_init
 from fedclust.coordinator.result import FederatedResult, ProgressCallback, RoundRecord, RunOptions
@@ -116,6 +117,7 @@ def run_algorithm(
     init_given: bool = False,
     on_round: Callable[[RoundRecord], None] | None = None,
     summation: Summation | None = None,
+    params: BaseModel | None = None,
 ) -> FederatedResult:
     """Run one federated clustering algorithm for one K through the participants.
 
@@ -126,6 +128,7 @@ def run_algorithm(
     uniform in [0, 1]^D; federated k-means: k-means++ at every participant). With a ``summation``
     every sum-type statistic travels protected; an algorithm that sends local centers by
     design (``plain_only``) is refused. The random draws do not depend on the protection.
+    ``params``: the algorithm's own parameters (``RunOptions.params``).
     """
     spec = algorithms.get(algorithm, "sweep")
     if init is not None and (init_given or not spec.fuzzy):  # (fuzzy: the sweep's draw)
@@ -138,7 +141,7 @@ def run_algorithm(
         )
     options = RunOptions(
         rng=rng_from(seed), m=m, eps=eps, max_rounds=max_rounds, gamma=gamma, init=init,
-        init_given=init_given, on_round=on_round, summation=summation,
+        init_given=init_given, on_round=on_round, summation=summation, params=params,
     )
     result: FederatedResult = spec.procedure()(participants, k, options)
     return result
@@ -223,6 +226,7 @@ def run_sweep(
     gamma: float = 1.0,
     on_progress: ProgressCallback | None = None,
     summation: Summation | None = None,
+    params: BaseModel | None = None,
 ) -> SweepResult:
     """Sweep K over ``ks``; select the K with the smallest FedFuzzDB (§2.2.3).
 
@@ -233,7 +237,7 @@ def run_sweep(
     :func:`given_init`) starts the run from the analyst's centers instead of drawn ones; no
     moment round is then needed for the fuzzy algorithms' box. A K whose points could not
     fill K clusters (``SweepEntry.empty_clusters``) is not selected while another K is
-    complete.
+    complete. ``params``: the algorithm's own parameters, for every run (``RunOptions``).
     """
     if len(ks) == 0:
         raise ValueError("The K range is empty; give at least one K >= 2.")
@@ -266,7 +270,7 @@ def run_sweep(
         result = run_algorithm(
             algorithm, participants, k, seed=algorithm_stream, m=m, eps=eps,
             max_rounds=max_rounds, gamma=gamma, init=init, init_given=given is not None,
-            on_round=on_round, summation=summation,
+            on_round=on_round, summation=summation, params=params,
         )
         if result.centers.shape[0] < 2:
             raise ValueError(

@@ -1,1 +1,2 @@
-"""The lowest layer: the errors and the input validation every other layer shares."""
+"""The lowest layer: the errors, the input validation and the strict pydantic base and
+array encoding (``core.models``) every other layer shares."""

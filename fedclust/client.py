@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from fedclust.infra.config_env import EnvSchema, tls_schema
-from fedclust.infra.tls import CLIENT_KEYS, TlsSettings
+from fedclust.infra.config_env import EnvSchema
+from fedclust.infra.config_toml import TABLE, ConfigFile, parse
+from fedclust.infra.tls import ClientTls, TlsSettings
 from fedclust.protocol.wire.admin import AdminEvent, Invitation, InvitationCreate
 from fedclust.protocol.wire.messages import (
     DisclosureLedger,
@@ -43,10 +44,26 @@ ENV_URL: Final = "FEDCLUST_COORDINATOR_URL"
 ENV_TOKEN: Final = "FEDCLUST_TOKEN"
 _PARTICIPANTS: Final = TypeAdapter(list[ParticipantPublic])
 _JOBS: Final = TypeAdapter(list[JobPublic])
+
+
+class AnalystTable(BaseModel):
+    """The ``[analyst]`` table (both keys checked by :class:`AnalystConfig`)."""
+
+    model_config = ConfigDict(**TABLE, frozen=True)
+
+    coordinator_url: str | None = None
+    token: str | None = Field(default=None, repr=False)
+
+
+class AnalystFile(ConfigFile):
+    """The analyst's config file: ``[analyst]`` and an optional ``[tls]``."""
+
+    analyst: AnalystTable | None = None
+    tls: ClientTls | None = None
+
+
 #: What ``FEDCLUST_ANALYST__...`` and ``FEDCLUST_TLS__...`` may give (infra.config_env).
-_ENV: Final = EnvSchema(
-    {"analyst": {"coordinator_url": str, "token": str}, "tls": tls_schema(CLIENT_KEYS)}
-)
+_ENV: Final = EnvSchema.of(AnalystFile)
 _EVENTS: Final = TypeAdapter(list[AdminEvent])
 
 
@@ -117,11 +134,11 @@ class AnalystConfig:
 
     @classmethod
     def _from_mapping(cls, doc: Mapping[str, Any], base: Path) -> AnalystConfig:
-        section = doc.get("analyst")
-        if not isinstance(section, Mapping):
+        file = parse(AnalystFile, doc)
+        if file.analyst is None:
             raise ValueError("missing the [analyst] table")
-        config = cls._checked(section.get("coordinator_url"), section.get("token"), "[analyst]")
-        tls = TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS)
+        config = cls._checked(file.analyst.coordinator_url, file.analyst.token, "[analyst]")
+        tls = TlsSettings.from_model(file.tls, base=base)
         return cls(coordinator_url=config.coordinator_url, token=config.token, tls=tls)
 
     @classmethod

@@ -20,7 +20,9 @@ participants concurrently, one thread each, so torch's CPU threads are set to
 ``threads_per_participant`` (cores // participants, at least 1) for the run and restored
 after. ``preset`` (``code``, the default, or ``paper``) picks the job's parameters from the
 algorithm's registered presets (``protocol.algorithms``) and the federation from
-:data:`SETUPS`; an explicit argument overrides either.
+:data:`SETUPS`; an explicit argument overrides either. FedCRef's ``local_only`` adds its
+local-only baseline (``participant.deep.fedcref_local.local_only_baseline``) from the same
+initial clustering and models.
 
 Design notes: ``docs/simulation.md`` (§ In-process simulation of FedCRef and fed-distill).
 """
@@ -58,9 +60,11 @@ from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy, accepting
 from fedclust.participant.secure import PeerPins, SecureSession
 from fedclust.participant.terms import OwnBounds, require_task
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.fedcref import AutoencoderSpec
 from fedclust.protocol.wire import messages as msg
-from fedclust.protocol.wire.messages import DistillParams, FedCRefParams, JobCreate
+from fedclust.protocol.wire.messages import JobCreate
 
 if TYPE_CHECKING:
     from fedclust.participant.deep.distill_local import DistillParticipant
@@ -75,6 +79,8 @@ __all__ = [
     "DeepSimulationDocument",
     "DistillFederation",
     "FedCRefFederation",
+    "PreparedDistillTasks",
+    "PreparedFedCRefTasks",
     "class_sets",
     "distill_federation",
     "fedcref_federation",
@@ -367,12 +373,12 @@ def fedcref_federation(
 
 
 # -- the service's job, in process ------------------------------------------------------------
-class _FedCRefAgent(FedCRefTasks):
+class PreparedFedCRefTasks(FedCRefTasks):
     """The agent's FedCRef tasks over a simulated participant: ``fedcref_init`` starts from the
     federation's :class:`FedCRefLocal` (its initial clustering, k-means or the paper's dirty
     labels, and the true classes the simulator evaluates it against) instead of a new one."""
 
-    def __init__(self, local: FedCRefLocal, X: FloatArray, y: IntArray) -> None:
+    def __init__(self, local: FedCRefLocal, X: FloatArray, y: IntArray | None) -> None:
         super().__init__(X, y, name=local.name)
         self._prepared = local
 
@@ -383,7 +389,7 @@ class _FedCRefAgent(FedCRefTasks):
         return self._prepared, AutoencoderSpec(self._prepared.n_features, hidden)
 
 
-class _DistillAgent(DistillTasks):
+class PreparedDistillTasks(DistillTasks):
     """The agent's fed-distill tasks over a simulated participant: ``distill_train`` trains
     the federation's :class:`DistillParticipant` (the one the simulator evaluates)."""
 
@@ -517,7 +523,8 @@ class DeepSimulationDocument(BaseModel):
     group) against its majority true class. ``groups[].truth`` is correspondingly each
     member's true group or majority class. Accuracies: fed-distill test accuracy (mean over
     clients) after distillation, and after local training only; FedCRef mean local clustering
-    ACC (Hungarian) of the initial and the final assignments. ``preset``: "code" or "paper";
+    ACC (Hungarian) of the initial and the final assignments, and of the local-only baseline
+    (``local_only_accuracy``; None unless asked for). ``preset``: "code" or "paper";
     ``device``: where the participants trained ("cpu", "cuda", "cuda:N"; what "auto" became).
     """
 
@@ -544,6 +551,7 @@ class DeepSimulationDocument(BaseModel):
     wrong_associations: int | None = None
     initial_accuracy: float | None = None
     final_accuracy: float | None = None
+    local_only_accuracy: float | None = None
     iterations: list[DeepIteration] | None = None
     stop_reason: str | None = None
     seconds: float
@@ -623,10 +631,10 @@ def simulate_fed_distill(
     )
     spec = JobCreate(
         algorithm="fed-distill", participants=names, seed=seed, protection=protection,
-        distill=params,
+        **{"distill": params},  # JobCreate's blocks are made from the registry
     )
     agents = _InProcessAgents(
-        spec, [(X, _DistillAgent(p, X, y)) for p, (X, y) in zip(
+        spec, [(X, PreparedDistillTasks(p, X, y)) for p, (X, y) in zip(
             fed.participants, fed.rows, strict=True)],
     )
     by_name = {p.name: p for p in fed.participants}
@@ -697,6 +705,7 @@ def simulate_fedcref(
     protection: Protection = "masking",
     seed: int = 0,
     device: str = "auto",
+    local_only: bool = False,
 ) -> DeepSimulationDocument:
     """FedCRef over a simulated federation (see module docstring).
 
@@ -711,10 +720,15 @@ def simulate_fedcref(
     Masked fields (``coordinator.secure_sum.field_encodings``): ``weighted_params`` = n·θ
     with |θ| <= ``param_bound`` (the job's ``value_bound``) per value and n <= the job's
     max_rows (the largest declared row bound), and ``rows`` = n.
+
+    ``local_only``: after the federated run, every participant is put back to its initial
+    clustering and models (kept when the driver first evaluates them, right after
+    ``fedcref_init``) and runs the local-only baseline with the job's tau and
+    max_iterations (``local_only_baseline``); its mean ACC is ``local_only_accuracy``.
     """
     require_torch()
     from fedclust.participant.deep.device import resolve_device
-    from fedclust.participant.deep.fedcref_local import label_evaluator
+    from fedclust.participant.deep.fedcref_local import label_evaluator, local_only_baseline
     from fedclust.protocol.maths.distillation import grouping_ari
     from fedclust.protocol.maths.fedcref import ClusterRef, Grouping
 
@@ -746,15 +760,20 @@ def simulate_fedcref(
     names = [p.name for p in parts]
     spec = JobCreate(
         algorithm="fedcref", participants=names, seed=seed, protection=protection,
-        value_bound=bound, fedcref=params,
+        value_bound=bound, **{"fedcref": params},  # JobCreate's blocks: from the registry
     )
     agents = _InProcessAgents(
-        spec, [(X, _FedCRefAgent(p, X, y)) for p, (X, y) in zip(parts, fed.rows, strict=True)]
+        spec,
+        [(X, PreparedFedCRefTasks(p, X, y)) for p, (X, y) in zip(parts, fed.rows, strict=True)],
     )
     base = label_evaluator(parts)
     majority: dict[ClusterRef, int] = {}
+    # Each participant's (labels, models, stale) after fedcref_init, for the local-only run.
+    starts: list[tuple[Any, list[Any], bool]] = []
 
     def evaluate(grouping: Grouping | None) -> Any:
+        if local_only and grouping is None and not starts:  # the first call: after init
+            starts.extend((p.labels, p.fedcref_models(), p.needs_training) for p in parts)
         if grouping is not None:  # the true class of each cluster, at association time
             majority.clear()
             for i, p in enumerate(parts):
@@ -799,6 +818,14 @@ def simulate_fedcref(
             f"no clusters were associated at theta={params.theta}: eq. 2 scores fall as clusters "
             "grow, so small clusters (tens of rows) need a larger theta (~0.55)."
         )
+    local_acc = None
+    if local_only:
+        architecture = AutoencoderSpec(data.n_features, params.hidden)
+        for p, (labels, models, stale) in zip(parts, starts, strict=True):
+            p.restore(architecture, labels, models, stale=stale)
+        local_acc = local_only_baseline(
+            parts, tau=params.tau, max_iterations=params.max_iterations, seed=seed
+        ).mean_accuracy
     return DeepSimulationDocument(
         algorithm="fedcref", dataset=dataset, seed=seed, protection=protection,
         preset=preset, device=used, participants=len(names),
@@ -814,6 +841,7 @@ def simulate_fedcref(
         groups=out_groups, isolated_clusters=last.n_isolated,
         wrong_associations=last.wrong_associations,
         initial_accuracy=res.initial_accuracy, final_accuracy=last.mean_accuracy,
+        local_only_accuracy=local_acc,
         iterations=[
             DeepIteration(
                 iteration=r.iteration, groups=r.n_groups, isolated_clusters=r.n_isolated,
@@ -850,6 +878,8 @@ def format_deep_result(doc: DeepSimulationDocument, *, title: str = "fedclust si
             f"final {_acc(doc.final_accuracy)}   ({len(doc.iterations or [])} iterations, "
             f"stop: {doc.stop_reason})"
         )
+        if doc.local_only_accuracy is not None:
+            lines.append(f"local-only baseline mean ACC: {_acc(doc.local_only_accuracy)}")
     lines.append("")
     for g, group in enumerate(doc.groups):
         acc = f"  accuracy {group.accuracy:.3f}" if group.accuracy is not None else ""

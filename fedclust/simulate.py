@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
+from pydantic import BaseModel
 
 from fedclust.coordinator.job import JobOutcome, result_document, run_job
 from fedclust.coordinator.paillier_sum import JobKeyHolder
@@ -29,6 +30,7 @@ from fedclust.participant.dispatch import SecureStages
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.paillier_input import PaillierSession
 from fedclust.participant.secure import PeerPins, SecureMember, SecureSession
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths import metrics
 from fedclust.protocol.wire.messages import (
     Algorithm,
@@ -128,6 +130,7 @@ def job_spec(
     min_center_contributors: int = 1,
     masking_graph: Literal["auto", "full"] = "auto",
     init: ArrayLike | None = None,
+    params: BaseModel | None = None,
 ) -> JobCreate:
     """The job a simulation runs, participants named ``participant-0``, ``participant-1``, ...
 
@@ -137,6 +140,8 @@ def job_spec(
 
     ``max_rows`` and ``value_bound`` override the bounds of the protected sums, which are
     otherwise derived from the participants' declarations (``coordinator.declarations``).
+    ``params``, the algorithm's own parameters (its registered ``params`` model), is the
+    job's block of them (``params_block``).
 
     Raises:
         ValueError: ``ks`` is neither one K nor a contiguous range, or a parameter is invalid.
@@ -144,6 +149,10 @@ def job_spec(
     k_list = sorted(int(k) for k in ks)
     if not k_list or k_list != list(range(k_list[0], k_list[-1] + 1)):
         raise ValueError("ks must be one K or a contiguous range of K values.")
+    block = algorithms.get(algorithm).params_block
+    if params is not None and block is None:
+        raise ValueError(f"params: {algorithm!r} has no parameters of its own")
+    blocks = {} if params is None or block is None else {block: params}
     return JobCreate(
         algorithm=algorithm,
         participants=[f"participant-{i}" for i in range(len(federation.parts))],
@@ -157,6 +166,7 @@ def job_spec(
         min_center_contributors=min_center_contributors, masking_graph=masking_graph,
         init=None if init is None else check_data(init, name="init").tolist(),
         feature_names=None if federation.feature_names is None else list(federation.feature_names),
+        **blocks,
     )
 
 
@@ -234,6 +244,7 @@ def simulate(
     min_center_contributors: int = 1,
     masking_graph: Literal["auto", "full"] = "auto",
     init: ArrayLike | None = None,
+    params: BaseModel | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> SimulationReport:
     """Run a K sweep of ``algorithm`` over the federation, in process.
@@ -259,6 +270,8 @@ def simulate(
             where the cohort is large enough; "full": every pair).
         init: (K, D) initial centers in the data's units, for one K and an algorithm that
             starts from global centers (the job's ``init``); None: the algorithm's seeding.
+        params: the algorithm's own parameters, an instance of its registered ``params``
+            model (the job's block of them); None: the model's defaults, if it has one.
         on_progress: told of each stage and round, as the coordinator's job runner is.
     """
     spec = job_spec(
@@ -266,7 +279,7 @@ def simulate(
         local_ks=local_ks, m=m, eps=eps, max_rounds=max_rounds, gamma=gamma,
         protection=protection, max_rows=max_rows, value_bound=value_bound,
         min_center_contributors=min_center_contributors, masking_graph=masking_graph,
-        init=init,
+        init=init, params=params,
     )
     names = spec.participants
     counter = CountingService(names, min_participants=min_cohort)

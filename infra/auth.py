@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from fastapi import HTTPException, status
+from pydantic import ConfigDict, with_config
 
 from fedclust.crypto.tokens import check_sha256_hex
 from fedclust.infra.body_limit import bearer_token
@@ -29,10 +30,12 @@ _IDENTIFIER: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _CHALLENGE: Final = {"WWW-Authenticate": "Bearer"}
 
 
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True)
 class ParticipantCredential:
     """A participant allowed to enrol or report: its id (1-64 letters, digits, '_', '.', '-')
-    and the SHA-256 of its token (lowercased). A subclass may word the errors otherwise
+    and the SHA-256 of its token (lowercased): a ``[[participants]]`` entry of a service's
+    config file (unknown keys refused). A subclass may word the errors otherwise
     (:attr:`ID_ERROR`, and :attr:`DIGEST_WHERE` with ``{id!r}``)."""
 
     ID_ERROR: ClassVar[str] = (

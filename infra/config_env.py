@@ -6,10 +6,11 @@ and the variables ``FEDCLUST_<TABLE>__<KEY>`` (one key of a table) and ``FEDCLUS
 (JSON for a whole top-level value such as ``[[participants]]``). Any key ``x`` may instead be
 ``x_file`` / ``FEDCLUST_<TABLE>__<X>_FILE``: a file whose stripped content is the value.
 
-Contracts: values are text converted to the key's type (lists and tables as JSON), then the
-service's usual checks run; ``x`` and ``x_file`` in one layer, or an unknown key of a table the
-service reads, are errors; variables of other tables are ignored. Errors name the variable or
-the file, never a value.
+Contracts: the variables a service reads come from the model of its config file
+(:meth:`EnvSchema.of`, the one schema of :mod:`infra.config_toml`); values are text converted
+to the key's type (lists and tables as JSON), then the model validates the merged settings;
+``x`` and ``x_file`` in one layer, or an unknown key of a table the service reads, are errors;
+variables of other tables are ignored. Errors name the variable or the file, never a value.
 
 Design notes: ``docs/services.md`` (§ Settings from the environment).
 """
@@ -29,9 +30,9 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 from pydantic_settings.exceptions import SettingsError
 from pydantic_settings.sources import NestedSecretsSettingsSource, SecretsSettingsSource
 
-from fedclust.infra.config_toml import read_toml
+from fedclust.infra.config_toml import fields_of, read_toml, value_type
 
-__all__ = ["ENV_PREFIX", "SECRETS_DIR_VAR", "EnvSchema", "LayeredConfig", "tls_schema"]
+__all__ = ["ENV_PREFIX", "SECRETS_DIR_VAR", "EnvSchema", "LayeredConfig"]
 
 ENV_PREFIX: Final = "FEDCLUST_"
 SECRETS_DIR_VAR: Final = "FEDCLUST_SECRETS_DIR"
@@ -55,9 +56,10 @@ _MESSAGES: Final = {
 }
 
 
-def tls_schema(keys: frozenset[str]) -> dict[str, Any]:
-    """The ``[tls]`` table's keys (``infra.tls.SERVER_KEYS`` or ``CLIENT_KEYS``) and types."""
-    return {k: bool if k == "require_client_certificate" else str for k in sorted(keys)}
+def _table_keys(model: Any) -> dict[str, Any]:
+    """A table model's keys and their bare types (bounds and validators stay the model's,
+    applied to the merged settings)."""
+    return {name: info.annotation for name, info in (fields_of(model) or {}).items()}
 
 
 def _variable(setting: _Setting) -> str:
@@ -129,6 +131,22 @@ class EnvSchema:
 
     def __init__(self, sections: Mapping[str, Section]) -> None:
         self.sections = dict(sections)
+
+    @classmethod
+    def of(cls, model: type[BaseModel]) -> EnvSchema:
+        """The schema of a config file's model (:class:`infra.config_toml.ConfigFile`): a
+        table per field whose type has fields (:func:`_table_keys`), a JSON value per other
+        field, an array of tables read as a list of JSON objects (typed by the model)."""
+        sections: dict[str, Section] = {}
+        for name, info in model.model_fields.items():
+            kind = value_type(info.annotation)
+            if fields_of(kind) is not None:
+                sections[name] = _table_keys(kind)
+            elif get_origin(kind) in (list, tuple):
+                sections[name] = list[dict[str, Any]]
+            else:
+                sections[name] = kind
+        return cls(sections)
 
     def is_table(self, name: str) -> bool:
         """Whether ``name`` is a table (a variable per key) rather than one JSON value."""
@@ -278,7 +296,7 @@ def _as_json(kind: Any) -> Any:
     """Lists and tables arrive as JSON text (pydantic's ``Json``); scalars as they are."""
 
     def structured(t: Any) -> bool:
-        return get_origin(t) in (list, dict) or any(structured(a) for a in get_args(t))
+        return get_origin(t) in (list, tuple, dict) or any(structured(a) for a in get_args(t))
 
     json: Any = Json
     return json[kind] if structured(kind) else kind

@@ -23,33 +23,79 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import NameOID
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from fedclust.infra.body_limit import deferred_body_protocol
-from fedclust.infra.config_toml import only_keys
+from fedclust.infra.config_toml import TABLE, ConfigFile, parse
 
 __all__ = [
-    "CLIENT_KEYS", "COORDINATOR_NAME", "COUNTING_KEYS", "SERVER_KEYS", "TlsSettings",
-    "certificate_mismatch", "certificate_names", "certificate_sha256", "certified_member",
-    "serving_ca",
+    "CLIENT_KEYS", "COORDINATOR_NAME", "COUNTING_KEYS", "SERVER_KEYS", "ClientTls",
+    "CountingTls", "ServerTls", "TlsSettings", "certificate_mismatch", "certificate_names",
+    "certificate_sha256", "certified_member", "serving_ca",
 ]
 
-CLIENT_KEYS: Final = frozenset({"certificate", "key", "ca"})
-SERVER_KEYS: Final = CLIENT_KEYS | {"client_ca", "require_client_certificate", "participant_auth"}
-#: The counting service's ``[tls]`` keys: a service's, and the coordinator's certificate name.
-COUNTING_KEYS: Final = SERVER_KEYS | {"coordinator_name"}
 #: The name the coordinator's certificate carries unless the counting service says otherwise
 #: (``fedclust pki issue coordinator``).
 COORDINATOR_NAME: Final = "coordinator"
 #: How a service authenticates participants: a bearer token (with its certificate under mutual
 #: TLS), or the verified client certificate alone.
 ParticipantAuth = Literal["token", "certificate"]
-_PARTICIPANT_AUTH: Final[tuple[ParticipantAuth, ...]] = get_args(ParticipantAuth)
+#: A PEM file named in ``[tls]``, relative to the config file.
+PemPath = Annotated[str, Field(pattern=r"\S")]
+_PEM: Final = "the path of a PEM file"
+
+
+class ClientTls(BaseModel):
+    """A client's ``[tls]`` table (the participant agent, the analyst)."""
+
+    model_config = ConfigDict(**TABLE, frozen=True)
+
+    certificate: PemPath | None = Field(default=None, description=_PEM)
+    key: PemPath | None = Field(default=None, description=_PEM)
+    ca: PemPath | None = Field(default=None, description=_PEM)
+
+
+class ServerTls(ClientTls):
+    """A service's ``[tls]`` table: a client's keys and those of mutual TLS."""
+
+    client_ca: PemPath | None = Field(default=None, description=_PEM)
+    require_client_certificate: bool = False
+    participant_auth: ParticipantAuth = Field(
+        default="token", description='"token" or "certificate"'
+    )
+
+
+class CountingTls(ServerTls):
+    """The counting service's ``[tls]`` table: a service's, and the coordinator's name."""
+
+    coordinator_name: str = Field(
+        default=COORDINATOR_NAME, pattern=r"\S",
+        description="the name (common name or DNS name) of the coordinator's certificate",
+    )
+
+
+CLIENT_KEYS: Final = frozenset(ClientTls.model_fields)
+SERVER_KEYS: Final = frozenset(ServerTls.model_fields)
+#: The counting service's ``[tls]`` keys: a service's, and the coordinator's certificate name.
+COUNTING_KEYS: Final = frozenset(CountingTls.model_fields)
+
+
+def _tls_file(table: type[ClientTls]) -> type[ConfigFile]:
+    """A file of one optional ``[tls]`` table: what :meth:`TlsSettings.from_table` reads."""
+    tls: Any = (table | None, None)
+    model: type[ConfigFile] = create_model(f"_{table.__name__}File", __base__=ConfigFile, tls=tls)
+    return model
+
+
+_TLS_FILES: Final = {
+    frozenset(m.model_fields): _tls_file(m) for m in (ClientTls, ServerTls, CountingTls)
+}
 
 _Scope = MutableMapping[str, Any]
 _Message = MutableMapping[str, Any]
@@ -99,17 +145,10 @@ class TlsSettings:
                     "[tls] require_client_certificate needs client_ca (or ca): the CA that "
                     "client certificates must chain to."
                 )
-        if self.participant_auth not in _PARTICIPANT_AUTH:
-            raise ValueError('[tls] participant_auth must be "token" or "certificate".')
         if self.participant_auth == "certificate" and not self.verifies_clients:
             raise ValueError(
                 '[tls] participant_auth = "certificate" needs mutual TLS: set client_ca (or '
                 "require_client_certificate), so that only verified certificates identify."
-            )
-        if not isinstance(self.coordinator_name, str) or not self.coordinator_name.strip():
-            raise ValueError(
-                "[tls] coordinator_name must be the name (common name or DNS name) of the "
-                "coordinator's certificate."
             )
 
     @property
@@ -126,37 +165,43 @@ class TlsSettings:
     def from_table(
         cls, table: object, *, base: Path, allowed: frozenset[str] = SERVER_KEYS
     ) -> TlsSettings:
-        """Parse a ``[tls]`` table (None: no TLS); relative paths resolve against ``base``.
+        """A ``[tls]`` table (None: no TLS) of the kind whose keys are ``allowed``
+        (:data:`CLIENT_KEYS`, :data:`SERVER_KEYS` or :data:`COUNTING_KEYS`), validated by its
+        model and read by :meth:`from_model`.
 
         Raises:
-            ValueError: an unknown key, a value of the wrong type, or a file that does not
-                exist or does not load (not PEM, a key not matching its certificate); the
-                message names the key.
+            ValueError: as :meth:`from_model`, or an unknown key or a value of the wrong type
+                (naming the key).
+        """
+        parsed: Any = parse(_TLS_FILES[allowed], {"tls": table})
+        return cls.from_model(parsed.tls, base=base)
+
+    @classmethod
+    def from_model(cls, table: ClientTls | None, *, base: Path) -> TlsSettings:
+        """The settings of a validated ``[tls]`` table (None: no TLS); relative paths resolve
+        against ``base``.
+
+        Raises:
+            ValueError: a file that does not exist or does not load (not PEM, a key not
+                matching its certificate), or keys that do not go together; the message
+                names the key.
         """
         if table is None:
             return cls()
-        if not isinstance(table, Mapping):
-            raise ValueError("tls must be a table ([tls]).")
-        only_keys(table, set(allowed), where="[tls]")
         paths: dict[str, Path] = {}
         for key in ("certificate", "key", "ca", "client_ca"):
-            if key not in table:
+            value = getattr(table, key, None)
+            if value is None:
                 continue
-            value = table[key]
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"[tls] {key} must be the path of a PEM file.")
             path = Path(value).expanduser()
             path = path if path.is_absolute() else base / path
             if not path.is_file():
                 raise ValueError(f"[tls] {key}: no file at {path}.")
             paths[key] = path
-        required = table.get("require_client_certificate", False)
-        if not isinstance(required, bool):
-            raise ValueError("[tls] require_client_certificate must be true or false.")
-        settings = cls(  # participant_auth and coordinator_name are checked by the class
-            **paths, require_client_certificate=required,
-            participant_auth=table.get("participant_auth", "token"),
-            coordinator_name=table.get("coordinator_name", COORDINATOR_NAME),
+        options = table.model_dump(exclude=set(CLIENT_KEYS) | {"client_ca"})
+        settings = cls(
+            certificate=paths.get("certificate"), key=paths.get("key"), ca=paths.get("ca"),
+            client_ca=paths.get("client_ca"), **options,
         )
         settings._load_files()
         return settings

@@ -30,22 +30,24 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fedclust.core.validation import FloatArray, check_data
-from fedclust.infra.config_env import EnvSchema, tls_schema
-from fedclust.infra.config_toml import only_keys
-from fedclust.infra.tls import CLIENT_KEYS, TlsSettings
+from fedclust.infra.config_env import EnvSchema
+from fedclust.infra.config_toml import TABLE, ConfigFile, parse
+from fedclust.infra.tls import ClientTls, TlsSettings
 from fedclust.participant.deep.device import check_device
 from fedclust.participant.policy import (
     PROTECTIONS,
     ROSTER_MEMBERS,
     ROSTER_RULES,
     Policy,
+    RosterMembers,
+    RosterRule,
 )
 from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import is_power_of_two
@@ -86,28 +88,241 @@ _IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PUBLIC_KEY = re.compile(r"^[A-Za-z0-9+/]{43}=$")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 
-_INDEX_OR_NAME = Annotated[int | str, Field(union_mode="left_to_right")]
+_NON_EMPTY = Annotated[str, Field(pattern=r"\S")]
+_URL = Annotated[str, Field(pattern=r"^https?://")]
+_URL_TEXT = "an http:// or https:// URL"
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(**TABLE, frozen=True)
+
+
+class ParticipantTable(_Table):
+    """The ``[participant]`` table; absent paths default to ``<kind>-<id>`` beside the file."""
+
+    id: str = Field(
+        pattern=_IDENTIFIER.pattern,
+        description="1-64 characters of letters, digits, '_', '.', '-'",
+    )
+    coordinator_url: _URL | None = Field(default=None, description=_URL_TEXT)
+    counting_url: _URL = Field(description=_URL_TEXT)
+    token: _NON_EMPTY | None = Field(default=None, repr=False)
+    state_dir: _NON_EMPTY | None = None
+    audit_log: _NON_EMPTY | None = None
+    identity_key: _NON_EMPTY | None = None
+
+
+class DataTable(_Table):
+    """The ``[data]`` table (:class:`DataSource`)."""
+
+    path: _NON_EMPTY
+    columns: (
+        Annotated[list[_NON_EMPTY], Field(min_length=1)]
+        | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+        | None
+    ) = Field(default=None, description=(
+        "a non-empty list of column names (or, for a .npy file, of column indices >= 0)"
+    ))
+    label_column: Annotated[
+        Annotated[int, Field(ge=0)] | _NON_EMPTY, Field(union_mode="left_to_right")
+    ] | None = Field(default=None, description="a column name (or, for .npy, an index)")
+    stream: bool = False
+    memory_mb: int = Field(
+        default=DEFAULT_BUDGET_BYTES >> 20, ge=16, le=1 << 20,
+        description="a whole number of MiB in [16, 1048576]",
+    )
+    missing: Literal["fail", "drop"] = Field(default="fail", description='"fail" or "drop"')
+    decimal: Literal[".", ","] = Field(default=".", description='"." or ","')
+    encoding: str = Field(
+        default="utf-8", pattern=r"\S",
+        description="the name of a text encoding, e.g. latin-1",
+    )
+
+    @model_validator(mode="after")
+    def _streamed(self) -> DataTable:
+        if self.stream and self.label_column is not None:
+            raise ValueError(
+                "[data] stream = true computes cluster statistics only; a label_column (for "
+                "the model-based algorithms) needs the rows in memory: remove one of them."
+            )
+        if self.stream and (self.missing, self.decimal, self.encoding.lower()) != (
+            "fail", ".", "utf-8"
+        ):
+            raise ValueError(
+                "[data] stream = true reads UTF-8 files with decimal points and no missing "
+                "values: convert the file, or hold the rows in memory (stream = false) to use "
+                "missing, decimal or encoding."
+            )
+        return self
+
+
+class ModelTable(_Table):
+    """The ``[model]`` table: where the model-based algorithms train."""
+
+    device: str = "auto"
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, device: str) -> str:
+        return check_device(device, where="[model] device")
+
+
+_PARTICIPANT_ID = Annotated[str, Field(pattern=_IDENTIFIER.pattern)]
+
+
+class PolicyTable(_Table):
+    """The ``[policy]`` table; absent keys take :class:`Policy`'s defaults."""
+
+    allowed_algorithms: list[str] | None = Field(
+        default=None, description="a list of algorithm names"
+    )
+    min_cluster_size: int | None = Field(default=None, ge=1)
+    enforce_fcm_rule: bool | None = None
+    max_rounds: int | None = Field(default=None, ge=1)
+    row_bound: int | Literal["auto"] = Field(default="auto", description=(
+        '"auto" or a power of two R (1, 2, 4, ...) declaring R/2 < rows <= R'
+    ))
+    value_bound: float | Literal["auto"] = Field(default="auto", description=(
+        '"auto" or a number B > 0 declaring |x| <= B for every raw value'
+    ))
+    rosters: RosterRule | None = Field(
+        default=None, description=f"one of {', '.join(ROSTER_RULES)}"
+    )
+    accepted_rosters: list[Annotated[list[_PARTICIPANT_ID], Field(min_length=1)]] | None = (
+        Field(default=None, description="a list of non-empty lists of participant ids")
+    )
+    roster_min_difference: int | None = Field(default=None, ge=2)
+    roster_members: RosterMembers | None = Field(
+        default=None, description=f"one of {', '.join(ROSTER_MEMBERS)}"
+    )
+    protections: list[str] | None = Field(default=None, min_length=1, description=(
+        "a non-empty list of protections among "
+        f"{', '.join(repr(p) for p in sorted(PROTECTIONS))} (\"none\" only to take part in "
+        "unprotected jobs, whose statistics reach the coordinator in the clear)"
+    ))
+
+    @field_validator("allowed_algorithms")
+    @classmethod
+    def _algorithms(cls, names: list[str] | None) -> list[str] | None:
+        """Names of the registry (``protocol.algorithms``), at least one."""
+        if names is None:
+            return None
+        known = algorithms.names()
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            raise ValueError(
+                "[policy] allowed_algorithms has unknown algorithm(s) "
+                f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}."
+            )
+        if not names:
+            raise ValueError("[policy] allowed_algorithms must name at least one algorithm.")
+        return names
+
+    @field_validator("row_bound")
+    @classmethod
+    def _row_bound(cls, bound: int | str) -> int | str:
+        """A power of two R declares R/2 < rows <= R (``protocol.maths.declaration``)."""
+        if bound != "auto" and not (isinstance(bound, int) and is_power_of_two(bound)):
+            raise ValueError(f"[policy] row_bound must be {cls._description('row_bound')}.")
+        return bound
+
+    @field_validator("value_bound")
+    @classmethod
+    def _value_bound(cls, bound: float | str) -> float | str:
+        """A finite B > 0 declares |x| <= B for every raw value."""
+        if bound != "auto" and not (
+            isinstance(bound, float) and math.isfinite(bound) and bound > 0
+        ):
+            raise ValueError(f"[policy] value_bound must be {cls._description('value_bound')}.")
+        return bound
+
+    @field_validator("protections")
+    @classmethod
+    def _protections(cls, names: list[str] | None) -> list[str] | None:
+        if names is not None and not set(names) <= PROTECTIONS:
+            raise ValueError(f"[policy] protections must be {cls._description('protections')}.")
+        return names
+
+    @model_validator(mode="after")
+    def _fixed_rosters(self) -> PolicyTable:
+        if (self.rosters == "fixed") != bool(self.accepted_rosters):
+            raise ValueError(
+                "[policy] accepted_rosters (a list of lists of participant ids) is needed with "
+                'rosters = "fixed", and only then.'
+            )
+        return self
+
+    @classmethod
+    def _description(cls, key: str) -> str:
+        return str(cls.model_fields[key].description)
+
+    def policy(self, *, peers: Mapping[str, str]) -> Policy:
+        """The :class:`Policy` of this table, knowing the organisations of ``[peers]``."""
+        default = Policy()
+
+        def given(value: Any, fallback: Any) -> Any:
+            return fallback if value is None else value
+
+        return Policy(
+            allowed_algorithms=frozenset(
+                given(self.allowed_algorithms, default.allowed_algorithms)
+            ),
+            min_cluster_size=given(self.min_cluster_size, default.min_cluster_size),
+            enforce_fcm_rule=given(self.enforce_fcm_rule, default.enforce_fcm_rule),
+            max_rounds=given(self.max_rounds, default.max_rounds),
+            row_bound=None if self.row_bound == "auto" else int(self.row_bound),
+            value_bound=None if self.value_bound == "auto" else float(self.value_bound),
+            rosters=given(self.rosters, default.rosters),
+            accepted_rosters=frozenset(frozenset(r) for r in self.accepted_rosters or ()),
+            roster_min_difference=given(
+                self.roster_min_difference, default.roster_min_difference
+            ),
+            roster_members=given(self.roster_members, default.roster_members),
+            known_peers=frozenset(peers),
+            protections=frozenset(given(self.protections, default.protections)),
+        )
+
+
+_PEER_ERROR = (
+    "must map a participant id to its Ed25519 public key (44 characters of base64)"
+)
+
+
+class ParticipantFile(ConfigFile):
+    """``participant.toml``: the schema of the file, its variables and secret files."""
+
+    participant: ParticipantTable
+    data: DataTable
+    policy: PolicyTable = PolicyTable()
+    peers: dict[str, str] = Field(default_factory=dict, description=(
+        "a table mapping participant ids to their Ed25519 public keys (44 characters of "
+        "base64)"
+    ))
+    model: ModelTable = ModelTable()
+    tls: ClientTls | None = None
+
+    @field_validator("peers")
+    @classmethod
+    def _peers(cls, peers: dict[str, str]) -> dict[str, str]:
+        """``[peers]``: peer id -> its Ed25519 public key (base64 of 32 bytes), pinned up
+        front."""
+        for peer, key in peers.items():
+            if not _IDENTIFIER.match(peer) or not _PUBLIC_KEY.match(key):
+                raise ValueError(f"[peers] {peer!r} {_PEER_ERROR}.")
+        return peers
+
+    @model_validator(mode="after")
+    def _known_peers(self) -> ParticipantFile:
+        if self.policy.roster_members == "known" and not self.peers:
+            raise ValueError(
+                '[policy] roster_members = "known" needs the organisations this participant '
+                "knows: list them with their identity keys in the [peers] table."
+            )
+        return self
+
+
 #: The settings ``FEDCLUST_...`` variables and secret files may give (infra.config_env).
-_ENV = EnvSchema({
-    "participant": {
-        "id": str, "coordinator_url": str, "counting_url": str, "token": str,
-        "state_dir": str, "audit_log": str, "identity_key": str,
-    },
-    "data": {
-        "path": str, "columns": list[str] | list[int], "label_column": _INDEX_OR_NAME,
-        "stream": bool, "memory_mb": int, "missing": str, "decimal": str, "encoding": str,
-    },
-    "policy": {
-        "allowed_algorithms": list[str], "min_cluster_size": int, "enforce_fcm_rule": bool,
-        "max_rounds": int, "row_bound": int | Literal["auto"],
-        "value_bound": float | Literal["auto"], "rosters": str,
-        "accepted_rosters": list[list[str]], "roster_min_difference": int,
-        "roster_members": str, "protections": list[str],
-    },
-    "peers": dict[str, str],
-    "model": {"device": str},
-    "tls": tls_schema(CLIENT_KEYS),
-})
+_ENV = EnvSchema.of(ParticipantFile)
 
 
 @dataclass(frozen=True)
@@ -243,92 +458,30 @@ class ParticipantConfig:
 
 
 def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
-    only_keys(doc, {"participant", "data", "policy", "peers", "tls", "model"}, where="the file")
-    section = _table(doc, "participant", required=True)
-    only_keys(
-        section,
-        {
-            "id", "coordinator_url", "counting_url", "token", "state_dir", "audit_log",
-            "identity_key",
-        },
-        where="[participant]",
-    )
-    for key in ("id", "counting_url"):
-        _get(section, key, str, where="[participant]", required=True)
-    pid = section["id"]
-    state_dir = _get(section, "state_dir", str, where="[participant]") or f"state-{pid}"
-    coordinator_url = _coordinator_url(section, _resolve(base, state_dir))
-    tls = _with_enrolled_ca(
-        TlsSettings.from_table(doc.get("tls"), base=base, allowed=CLIENT_KEYS),
-        _resolve(base, state_dir),
-    )
-    token = _token(section, _resolve(base, state_dir), certificate=tls.certificate is not None)
-    audit_log = _get(section, "audit_log", str, where="[participant]") or f"audit-{pid}.jsonl"
-    identity = _get(section, "identity_key", str, where="[participant]") or f"identity-{pid}.key"
-
-    data = _table(doc, "data", required=True)
-    only_keys(
-        data,
-        {"path", "columns", "label_column", "stream", "memory_mb", "missing", "decimal",
-         "encoding"},
-        where="[data]",
-    )
-    data_path = _get(data, "path", str, where="[data]", required=True)
-    columns = _columns(data.get("columns"))
-    label = data.get("label_column")
-    if label is not None and not (
-        (isinstance(label, str) and label)
-        or (isinstance(label, int) and not isinstance(label, bool) and label >= 0)
-    ):
-        raise ValueError("[data] label_column must be a column name (or, for .npy, an index).")
-    stream = data.get("stream", False)
-    if not isinstance(stream, bool):
-        raise ValueError("[data] stream must be true or false.")
-    memory_mb = data.get("memory_mb", DEFAULT_BUDGET_BYTES >> 20)
-    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or not (
-        16 <= memory_mb <= 1 << 20
-    ):
-        raise ValueError("[data] memory_mb must be a whole number of MiB in [16, 1048576].")
-    if stream and label is not None:
-        raise ValueError(
-            "[data] stream = true computes cluster statistics only; a label_column (for the "
-            "model-based algorithms) needs the rows in memory: remove one of them."
-        )
-    missing = data.get("missing", "fail")
-    if missing not in ("fail", "drop"):
-        raise ValueError('[data] missing must be "fail" or "drop".')
-    decimal = data.get("decimal", ".")
-    if decimal not in (".", ","):
-        raise ValueError('[data] decimal must be "." or ",".')
-    encoding = data.get("encoding", "utf-8")
-    if not isinstance(encoding, str) or not encoding:
-        raise ValueError("[data] encoding must be the name of a text encoding, e.g. latin-1.")
-    if stream and (missing, decimal, encoding.lower()) != ("fail", ".", "utf-8"):
-        raise ValueError(
-            "[data] stream = true reads UTF-8 files with decimal points and no missing values:"
-            " convert the file, or hold the rows in memory (stream = false) to use missing, "
-            "decimal or encoding."
-        )
-
-    peers = _peers(_table(doc, "peers", required=False))
-    model = _table(doc, "model", required=False)
-    only_keys(model, {"device"}, where="[model]")
-    device = check_device(model.get("device", "auto"), where="[model] device")
+    file = parse(ParticipantFile, doc)
+    section, data = file.participant, file.data
+    pid = section.id
+    state_dir = _resolve(base, section.state_dir or f"state-{pid}")
+    tls = _with_enrolled_ca(TlsSettings.from_model(file.tls, base=base), state_dir)
     return ParticipantConfig(
         id=pid,
-        coordinator_url=coordinator_url,
-        counting_url=section["counting_url"],
-        token=token,
-        state_dir=_resolve(base, state_dir),
+        coordinator_url=section.coordinator_url or _enrolled_url(state_dir),
+        counting_url=section.counting_url,
+        token=_token(section.token, state_dir, certificate=tls.certificate is not None),
+        state_dir=state_dir,
         data=DataSource(
-            path=_resolve(base, data_path), columns=columns, label_column=label, stream=stream,
-            memory_mb=memory_mb, missing=missing, decimal=decimal, encoding=encoding,
+            path=_resolve(base, data.path),
+            columns=None if data.columns is None else cast(
+                "tuple[str, ...] | tuple[int, ...]", tuple(data.columns)
+            ),
+            label_column=data.label_column, stream=data.stream, memory_mb=data.memory_mb,
+            missing=data.missing, decimal=data.decimal, encoding=data.encoding,
         ),
-        policy=_policy(_table(doc, "policy", required=False), peers=peers),
-        peers=peers,
-        device=device,
-        audit_log=_resolve(base, audit_log),
-        identity_key=_resolve(base, identity),
+        policy=file.policy.policy(peers=file.peers),
+        peers=file.peers,
+        device=file.model.device,
+        audit_log=_resolve(base, section.audit_log or f"audit-{pid}.jsonl"),
+        identity_key=_resolve(base, section.identity_key or f"identity-{pid}.key"),
         tls=tls,
     )
 
@@ -351,11 +504,9 @@ def enrolled_ca_path(state_dir: Path) -> Path:
     return state_dir / ENROLLED_CA_FILE
 
 
-def _coordinator_url(section: Mapping[str, Any], state_dir: Path) -> str:
-    """``[participant] coordinator_url``, else the one the enrolment recorded."""
-    url = _get(section, "coordinator_url", str, where="[participant]")
-    if url is not None:
-        return str(url)
+def _enrolled_url(state_dir: Path) -> str:
+    """The coordinator's URL the enrolment recorded (``[participant] coordinator_url`` is
+    absent)."""
     try:
         return enrolled_url_path(state_dir).read_text(encoding="utf-8").strip()
     except FileNotFoundError:
@@ -372,10 +523,9 @@ def _with_enrolled_ca(tls: TlsSettings, state_dir: Path) -> TlsSettings:
     return dataclasses.replace(tls, ca=pinned) if tls.ca is None and pinned.is_file() else tls
 
 
-def _token(section: Mapping[str, Any], state_dir: Path, *, certificate: bool) -> str | None:
+def _token(token: str | None, state_dir: Path, *, certificate: bool) -> str | None:
     """``[participant] token``; when absent or a placeholder, the enrolment's token file;
     None when there is neither but a client ``certificate`` (it alone authenticates)."""
-    token = _get(section, "token", str, where="[participant]")
     if token is not None and not _PLACEHOLDER.search(token):
         return str(token)
     path = enrolled_token_path(state_dir)
@@ -396,194 +546,9 @@ def _token(section: Mapping[str, Any], state_dir: Path, *, certificate: bool) ->
     return str(token)  # a placeholder: refused by ParticipantConfig with its own message
 
 
-def _policy(table: Mapping[str, Any], *, peers: Mapping[str, str]) -> Policy:
-    where = "[policy]"
-    only_keys(
-        table,
-        {
-            "allowed_algorithms", "min_cluster_size", "enforce_fcm_rule", "max_rounds",
-            "row_bound", "value_bound", "rosters", "accepted_rosters", "roster_min_difference",
-            "roster_members", "protections",
-        },
-        where=where,
-    )
-    default = Policy()
-    allowed: frozenset[str] = default.allowed_algorithms
-    if "allowed_algorithms" in table:
-        names = table["allowed_algorithms"]
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ValueError(f"{where} allowed_algorithms must be a list of algorithm names.")
-        known = algorithms.names()
-        unknown = sorted(set(names) - set(known))
-        if unknown:
-            raise ValueError(
-                f"{where} allowed_algorithms has unknown algorithm(s) "
-                f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}."
-            )
-        if not names:
-            raise ValueError(f"{where} allowed_algorithms must name at least one algorithm.")
-        allowed = frozenset(names)
-    min_cluster_size = _get(table, "min_cluster_size", int, where=where)
-    max_rounds = _get(table, "max_rounds", int, where=where)
-    enforce = _get(table, "enforce_fcm_rule", bool, where=where)
-    for key, value in (("min_cluster_size", min_cluster_size), ("max_rounds", max_rounds)):
-        if value is not None and value < 1:
-            raise ValueError(f"{where} {key} must be >= 1; got {value}.")
-    rule = _get(table, "rosters", str, where=where) or default.rosters
-    if rule not in ROSTER_RULES:
-        raise ValueError(f"{where} rosters must be one of {', '.join(ROSTER_RULES)}.")
-    difference = _get(table, "roster_min_difference", int, where=where)
-    if difference is not None and difference < 2:
-        raise ValueError(f"{where} roster_min_difference must be >= 2; got {difference}.")
-    accepted = _rosters(table.get("accepted_rosters"))
-    if (rule == "fixed") != bool(accepted):
-        raise ValueError(
-            f"{where} accepted_rosters (a list of lists of participant ids) is needed with "
-            'rosters = "fixed", and only then.'
-        )
-    members = _get(table, "roster_members", str, where=where) or default.roster_members
-    if members not in ROSTER_MEMBERS:
-        raise ValueError(f"{where} roster_members must be one of {', '.join(ROSTER_MEMBERS)}.")
-    if members == "known" and not peers:
-        raise ValueError(
-            f'{where} roster_members = "known" needs the organisations this participant '
-            "knows: list them with their identity keys in the [peers] table."
-        )
-    return Policy(
-        allowed_algorithms=allowed,
-        min_cluster_size=default.min_cluster_size if min_cluster_size is None else min_cluster_size,
-        enforce_fcm_rule=default.enforce_fcm_rule if enforce is None else enforce,
-        max_rounds=default.max_rounds if max_rounds is None else max_rounds,
-        row_bound=_row_bound(table.get("row_bound", "auto")),
-        value_bound=_value_bound(table.get("value_bound", "auto")),
-        rosters=rule,
-        accepted_rosters=accepted,
-        roster_min_difference=(
-            default.roster_min_difference if difference is None else difference
-        ),
-        roster_members=members,
-        known_peers=frozenset(peers),
-        protections=_protections(table.get("protections"), default.protections),
-    )
-
-
-def _protections(value: object, default: frozenset[str]) -> frozenset[str]:
-    """``[policy] protections``: the protections of the jobs this participant takes part in
-    (absent: ``default``, without "none")."""
-    if value is None:
-        return default
-    if (
-        isinstance(value, list) and value
-        and all(isinstance(v, str) and v in PROTECTIONS for v in value)
-    ):
-        return frozenset(value)
-    raise ValueError(
-        "[policy] protections must be a non-empty list of protections among "
-        f"{', '.join(repr(p) for p in sorted(PROTECTIONS))} (\"none\" only to take part in "
-        "unprotected jobs, whose statistics reach the coordinator in the clear)."
-    )
-
-
-def _row_bound(value: object) -> int | None:
-    """``[policy] row_bound``: "auto" (None) or a power of two."""
-    if value == "auto":
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and is_power_of_two(value):
-        return value
-    raise ValueError(
-        '[policy] row_bound must be "auto" or a power of two R (1, 2, 4, ...) declaring '
-        "R/2 < rows <= R."
-    )
-
-
-def _value_bound(value: object) -> float | None:
-    """``[policy] value_bound``: "auto" (None) or a finite number > 0."""
-    if value == "auto":
-        return None
-    if (
-        isinstance(value, int | float) and not isinstance(value, bool)
-        and math.isfinite(value) and value > 0
-    ):
-        return float(value)
-    raise ValueError(
-        '[policy] value_bound must be "auto" or a number B > 0 declaring |x| <= B for every '
-        "raw value."
-    )
-
-
-def _rosters(value: object) -> frozenset[frozenset[str]]:
-    """``[policy] accepted_rosters``: lists of participant ids (absent: none)."""
-    if value is None:
-        return frozenset()
-    if isinstance(value, list) and all(
-        isinstance(r, list) and r and all(isinstance(p, str) and _IDENTIFIER.match(p) for p in r)
-        for r in value
-    ):
-        return frozenset(frozenset(r) for r in value)
-    raise ValueError(
-        "[policy] accepted_rosters must be a list of non-empty lists of participant ids."
-    )
-
-
-def _columns(value: object) -> tuple[str, ...] | tuple[int, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, list) and value:
-        if all(isinstance(c, str) and c for c in value):
-            return tuple(str(c) for c in value)
-        if all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value):
-            return tuple(int(c) for c in value)
-    raise ValueError(
-        "[data] columns must be a non-empty list of column names (or, for a .npy file, "
-        "of column indices >= 0)."
-    )
-
-
 def _resolve(base: Path, path: str) -> Path:
     p = Path(path).expanduser()
     return p if p.is_absolute() else base / p
-
-
-def _peers(table: Mapping[str, Any]) -> dict[str, str]:
-    """``[peers]``: peer id -> its Ed25519 public key (base64 of 32 bytes), pinned up front."""
-    out = {}
-    for peer, key in table.items():
-        if not _IDENTIFIER.match(peer) or not isinstance(key, str) or not _PUBLIC_KEY.match(key):
-            raise ValueError(
-                f"[peers] {peer!r} must map a participant id to its Ed25519 public key "
-                "(44 characters of base64)."
-            )
-        out[peer] = key
-    return out
-
-
-def _table(doc: Mapping[str, Any], key: str, *, required: bool) -> Mapping[str, Any]:
-    value = doc.get(key)
-    if value is None:
-        if required:
-            raise ValueError(f"missing the [{key}] table.")
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} must be a table ([{key}]).")
-    return value
-
-
-def _get(
-    table: Mapping[str, Any], key: str, kind: type, *, where: str, required: bool = False
-) -> Any:
-    if key not in table:
-        if required:
-            raise ValueError(f"{where} is missing {key!r}.")
-        return None
-    value = table[key]
-    wrong_int = kind is int and isinstance(value, bool)
-    if wrong_int or not isinstance(value, kind):
-        raise ValueError(f"{where} {key} must be a {kind.__name__}; got a {type(value).__name__}.")
-    if isinstance(value, str) and not value.strip():
-        raise ValueError(f"{where} {key} must not be empty.")
-    return value
-
-
 
 
 # -- data files ----------------------------------------------------------------------------------

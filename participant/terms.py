@@ -25,6 +25,7 @@ from typing import Final, get_args
 from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import DEFAULT_MIN_COHORT
 from fedclust.protocol import algorithms
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.bounds import (
@@ -234,7 +235,7 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
         case msg.StatisticTask(name=name) if name not in algorithms.get(terms.algorithm).statistics:
             raise _refusal(f"a {terms.algorithm!r} job asks no {name!r} statistic")
         case msg.FedCRefInitTask(k=k, k_max=k_max):
-            params = terms.fedcref if terms.fedcref is not None else msg.FedCRefParams()
+            params = terms.params(FedCRefParams)
             if (k, k_max) != (params.local_k, params.k_max):
                 raise _refusal("a 'fedcref_init' task's local K differs from the job's local_k "
                                "and k_max")

@@ -42,7 +42,7 @@ from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import token_sha256
 from fedclust.data import synthetic
 from fedclust.demo import free_port as _free_port
-from fedclust.infra.tls import COUNTING_KEYS, TlsSettings, certificate_mismatch
+from fedclust.infra.tls import CLIENT_KEYS, COUNTING_KEYS, TlsSettings, certificate_mismatch
 from fedclust.participant.agent import run_agent
 from fedclust.participant.config import ParticipantConfig
 from fedclust.protocol.wire.messages import JobCreate
@@ -395,7 +395,7 @@ def test_a_missing_file_and_a_lone_certificate_are_refused(tmp_path: Path) -> No
         TlsSettings.from_table({"certificate": "cert.pem"}, base=tmp_path)
     with pytest.raises(ValueError, match="unknown key"):
         TlsSettings.from_table(
-            {"client_ca": "cert.pem"}, base=tmp_path, allowed=frozenset({"ca"})
+            {"client_ca": "cert.pem"}, base=tmp_path, allowed=CLIENT_KEYS
         )
     with pytest.raises(ValueError, match="no certificate and key to serve"):
         TlsSettings.from_table({"client_ca": "cert.pem"}, base=tmp_path)

@@ -22,6 +22,7 @@ from fedclust.coordinator.api.deps import (
 )
 from fedclust.coordinator.db import JobRecord
 from fedclust.coordinator.disclosures import ledger
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
 from fedclust.protocol.wire.messages import (
     DisclosureLedger,
     JobCreate,
@@ -98,10 +99,11 @@ def _common_schema(services: ServicesDep, spec: JobCreate, members: Authenticato
                 f"participants do not share one schema: {first!r} has {widths[first]} "
                 f"features, {name!r} has {width}",
             )
-    if spec.distill is not None and spec.distill.public.shape[1] != widths[first]:
+    params = spec.algorithm_params
+    if isinstance(params, DistillParams) and params.public.shape[1] != widths[first]:
         raise unprocessable(
             "distill",
-            f"the public set has {spec.distill.public.shape[1]} columns; the participants have "
+            f"the public set has {params.public.shape[1]} columns; the participants have "
             f"{widths[first]} features",
         )
     if spec.feature_names is not None and len(spec.feature_names) != widths[first]:

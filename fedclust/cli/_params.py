@@ -1,6 +1,7 @@
-"""Command-line flags generated from an algorithm's parameters model (``JobCreate``'s block
-named by its registered ``params_block``): one flag per field, its type or choices and its
-help from the field, and no default of its own (a flag left out leaves the model's), and
+"""Command-line flags generated from an algorithm's registered parameters model
+(``AlgorithmSpec.params``, ``JobCreate``'s block ``params_block``): one flag per field, its
+type or choices and its help from the field, and no default of its own (a flag left out
+leaves the model's), and
 ``--preset NAME``: the algorithm's registered preset (``AlgorithmSpec.presets``), under the
 flags given."""
 
@@ -14,7 +15,6 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from fedclust.protocol import algorithms
-from fedclust.protocol.wire.messages import JobCreate
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -36,16 +36,6 @@ _TYPES: Mapping[tuple[str, str], tuple[Callable[[str], Any], str]] = {
 }
 #: Fields the command line gives otherwise (fed-distill's public set: ``--public FILE.npy``).
 _SKIP = frozenset({("fed-distill", "public")})
-
-
-def params_model(algorithm: str) -> type[BaseModel] | None:
-    """The parameters model of a registered algorithm (None: it has no block)."""
-    block = algorithms.get(algorithm).params_block
-    if block is None:
-        return None
-    annotation = JobCreate.model_fields[block].annotation
-    models = [a for a in get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
-    return models[0]
 
 
 def _fields(algorithm: str, model: type[BaseModel]) -> list[tuple[str, str]]:
@@ -74,7 +64,7 @@ def add_params_flags(parser: argparse.ArgumentParser) -> dict[str, Any]:
         "flags given override it",
     )
     for algorithm in algorithms.names():
-        model = params_model(algorithm)
+        model = algorithms.get(algorithm).params
         if model is None:
             continue
         group = groups[algorithm] = parser.add_argument_group(
@@ -108,7 +98,7 @@ def params_from_flags(args: argparse.Namespace, algorithm: str) -> dict[str, Any
     flags given."""
     preset = getattr(args, "preset", None)
     fields = {} if preset is None else algorithms.get(algorithm).preset(preset)
-    model = params_model(algorithm)
+    model = algorithms.get(algorithm).params
     if model is None:
         return fields
     given = {name: getattr(args, flag[2:].replace("-", "_"), None)

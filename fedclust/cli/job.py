@@ -26,7 +26,7 @@ from fedclust.cli._common import (
     protection_help,
     read_init,
 )
-from fedclust.cli._params import add_params_flags, params_from_flags, params_model
+from fedclust.cli._params import add_params_flags, params_from_flags
 from fedclust.progress import SweepProgress
 from fedclust.protocol import algorithms
 from fedclust.protocol.wire.messages import JobCreate, WireArray
@@ -175,7 +175,8 @@ def _params_blocks(args: argparse.Namespace) -> dict[str, Any]:
     (``fedclust.cli._params``; a ``--preset`` it does not have refused even without a
     block); fed-distill's public set from ``--public``."""
     fields = params_from_flags(args, args.algorithm)
-    block, model = algorithms.get(args.algorithm).params_block, params_model(args.algorithm)
+    spec = algorithms.get(args.algorithm)
+    block, model = spec.params_block, spec.params
     if block is None or model is None:
         return {}
     if args.algorithm == "fed-distill":

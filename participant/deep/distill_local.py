@@ -1,7 +1,8 @@
 """The participant side of clustered federated distillation (Yang & Tae 2023).
 
 A :class:`DistillParticipant` holds one organisation's labelled rows and a classifier; the
-coordinator driver (``coordinator.distillation.run_fed_distill``) calls, in order:
+coordinator driver's tasks (``coordinator.distillation.run_fed_distill``, answered by
+``participant.distill_tasks.DistillTasks``) call, in order:
 
 1. ``train_local(seed=...)``: (re)initialise and train the classifier on the local rows;
 2. ``predict_counts(public_X)``: the count vector of its predictions on the public set

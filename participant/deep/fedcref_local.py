@@ -9,7 +9,9 @@ labels and per-sample errors never leave it. Initial clustering (``initial``): `
 2..``k_max``), ``"labels"`` or ``"dirty"`` (``protocol.maths.fedcref.dirty_labels``). Every
 local model starts from the same weights (:data:`COMMON_INIT_SEED`); refinement drops
 clusters under ``min_cluster_size`` rows. ``y_true`` serves only the simulator's evaluation
-and the dirty clustering; nothing derived from it reaches the driver.
+and the dirty clustering; nothing derived from it reaches the driver. The local-only baseline
+(:meth:`FedCRefLocal.refine_alone`, :func:`local_only_baseline`) runs the same local steps
+with no federation.
 
 Design notes: ``docs/fedcref.md`` (§ A participant).
 """
@@ -35,6 +37,7 @@ from fedclust.protocol.maths.fedcref import (
     Grouping,
     assignment_agreement,
     association_scores,
+    client_frozen,
     count_wrong_associations,
     dirty_labels,
     greedy_refinement,
@@ -42,7 +45,7 @@ from fedclust.protocol.maths.fedcref import (
 )
 from fedclust.protocol.maths.metrics import clustering_accuracy
 
-__all__ = ["COMMON_INIT_SEED", "FedCRefLocal", "label_evaluator"]
+__all__ = ["COMMON_INIT_SEED", "FedCRefLocal", "label_evaluator", "local_only_baseline"]
 
 InitialClustering = Literal["kmeans", "labels", "dirty"]
 _SEED_BOUND = 2**31 - 1
@@ -356,6 +359,30 @@ class FedCRefLocal:
         self._stale = True
         return agreement
 
+    # -- the local-only baseline -----------------------------------------------------
+    def refine_alone(self, *, tau: float = 0.8, max_iterations: int = 10, seed: int) -> list[float]:
+        """FedCRef's local steps with no federation (the local-only baseline).
+
+        Each iteration retrains the local models on their clusters (:meth:`fedcref_train`)
+        and reassigns the rows by Algorithm 2 over the local models alone
+        (:meth:`fedcref_refine` with no federated model), until consecutive assignments agree
+        >= ``tau`` (``client_frozen``, as a FedCRef client freezes) or after
+        ``max_iterations``. No association, no groups, no FedAvg: nothing leaves. Call after
+        :meth:`fedcref_init`; returns the agreement of every iteration.
+        """
+        owner = "refine_alone"
+        tau = check_float(tau, name="tau", owner=owner, low=0.0, high=1.0)
+        max_iterations = check_int(max_iterations, name="max_iterations", owner=owner, low=1)
+        self._require_spec()
+        rng = rng_from(seed)
+        agreements: list[float] = []
+        for _ in range(max_iterations):
+            self.fedcref_train(seed=int(rng.integers(_SEED_BOUND)))
+            agreements.append(self.fedcref_refine([], seed=0))
+            if client_frozen(agreements[-1], tau=tau):
+                break
+        return agreements
+
     # -- simulator only ---------------------------------------------------------------
     def fedcref_evaluation(self) -> tuple[float, list[int]]:
         """Simulator evaluation: (local ACC against y_true, majority true class index per
@@ -401,3 +428,20 @@ def label_evaluator(
         return FedCRefEvaluation(float(np.mean(accs)), wrong)
 
     return evaluate
+
+
+def local_only_baseline(
+    participants: Sequence[FedCRefLocal],
+    *,
+    tau: float = 0.8,
+    max_iterations: int = 10,
+    seed: int | None = None,
+) -> FedCRefEvaluation:
+    """The local-only baseline of FedCRef: every participant (after ``fedcref_init``) runs
+    :meth:`FedCRefLocal.refine_alone` on its own rows, one after another, with a seed drawn
+    from ``seed`` by its position; then the mean local ACC against ``y_true``, the metric of
+    :func:`label_evaluator` (``wrong_associations`` None: there is no association)."""
+    seeds = rng_from(seed).integers(_SEED_BOUND, size=len(participants))
+    for p, s in zip(participants, seeds, strict=True):
+        p.refine_alone(tau=tau, max_iterations=max_iterations, seed=int(s))
+    return label_evaluator(participants)(None)

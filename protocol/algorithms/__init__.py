@@ -4,14 +4,19 @@ An algorithm is one :class:`AlgorithmSpec`, declared in one module of this packa
 states what is specific to it: its name and paper, its family (a K sweep scored by FedFuzzDB,
 or a model-based job), the task kinds its job sends (the participants' check of a job's
 terms), what its protocol shows the coordinator in the clear and when protected (the
-disclosure ledger), and where its coordinator-side procedure lives. A statistic none of the
-existing tasks gives is a :class:`StatisticSpec` (its fields' shapes and bounds, what a
-participant computes), asked with the one generic ``statistic`` task. Everything else reads
-the registry: the wire format's ``algorithm`` and ``statistic`` names and their OpenAPI enums,
-the participant's policy, config and terms check, the command line, the ledger and the drivers.
+disclosure ledger), where its coordinator-side procedure lives, and its parameters model (a
+job's block of them, from which ``JobCreate``'s field, the OpenAPI document and the command
+line's flags are made). A statistic none of the existing tasks gives is a
+:class:`StatisticSpec` (its fields' shapes and bounds, what a participant computes), asked
+with the one generic ``statistic`` task. Everything else reads the registry: the wire
+format's ``algorithm`` and ``statistic`` names and their OpenAPI enums, the participant's
+policy, config and terms check, the command line, the ledger and the drivers.
 
 A procedure is named, not imported (``"module:function"``), so this package stays below the
-coordinator; :meth:`AlgorithmSpec.procedure` imports it when a job runs. A sweep
+coordinator; :meth:`AlgorithmSpec.procedure` imports it when a job runs. A parameters model
+is named too (``"module:Class"``, in a module beside its algorithm's, e.g.
+``fedcref_params``), so that importing the registry imports no pydantic (the command line's
+first line comes before it); :attr:`AlgorithmSpec.params` imports it. A sweep
 algorithm's procedure is ``f(participants, k, options) -> FederatedResult`` (one K, one run;
 ``coordinator.result.RunOptions``); a model-based one's is ``f(participants, spec, *,
 summation, on_stage, notes) -> ResultDocument``.
@@ -23,7 +28,10 @@ import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "SWEEP_TASKS", "AlgorithmSpec", "Family", "StatisticSpec", "get", "names", "register",
@@ -63,8 +71,14 @@ class AlgorithmSpec:
             (``min_center_contributors``).
         statistics: the registered statistics (:class:`StatisticSpec`) it asks in
             ``statistic`` tasks; a participant refuses any other.
-        params_block: the field of a job (``JobCreate``) holding its own parameters model,
-            from which the command line's flags are made; None: the job's common ones only.
+        params_block: the field of a job (``JobCreate``) holding its parameters (``params``);
+            None: the job's common parameters only.
+        params_path: ``"module:Class"`` of its parameters model (pydantic, strict:
+            ``core.models.Strict``; :attr:`params`), from which the job's ``params_block``
+            field, its OpenAPI schema and the command line's flags are made; given with
+            ``params_block``.
+        params_required: a job must give the block; else it may leave it out for the
+            model's defaults (every field must then have one).
         presets: named sets of values of its parameters model's fields (``--preset``; e.g.
             "paper" beside "code", the model's defaults); each documented where declared.
         takes_init: its runs start from global centers, which a job's ``init`` can give
@@ -84,6 +98,8 @@ class AlgorithmSpec:
     counts_contributors: bool = False
     statistics: frozenset[str] = frozenset()
     params_block: str | None = None
+    params_path: str | None = None
+    params_required: bool = False
     takes_init: bool = False
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
 
@@ -102,6 +118,32 @@ class AlgorithmSpec:
             raise ValueError(f"algorithm {self.name!r} needs plain_notes for the ledger")
         if self.statistics and "statistic" not in self.tasks:
             raise ValueError(f"algorithm {self.name!r} asks statistics: list 'statistic' in tasks")
+        self._check_params()
+
+    def _check_params(self) -> None:
+        """A block names a model and a model a block (the model itself is checked when
+        imported: :func:`_params_model`)."""
+        if (self.params_block is None) != (self.params_path is None):
+            raise ValueError(f"algorithm {self.name!r}: give params_block and params_path "
+                             "together")
+        if self.params_path is None:
+            if self.presets or self.params_required:
+                raise ValueError(f"algorithm {self.name!r} has presets or params_required "
+                                 "but no params_path")
+            return
+        if ":" not in self.params_path:
+            raise ValueError(f"params_path must be 'module:Class'; got {self.params_path!r}")
+        if not self.params_block or not self.params_block.isidentifier() or (
+            self.params_block.startswith("_")
+        ):
+            raise ValueError(f"algorithm {self.name!r}: params_block must be an identifier not "
+                             f"starting with '_'; got {self.params_block!r}")
+
+    @property
+    def params(self) -> type[BaseModel] | None:
+        """Its parameters model, imported on first use and checked (:func:`_params_model`);
+        None: it has none."""
+        return None if self.params_path is None else _params_model(self)
 
     @property
     def plain_only(self) -> bool:
@@ -152,10 +194,33 @@ class StatisticSpec:
 
 @functools.cache
 def _load(path: str) -> Callable[..., Any]:
-    """The function ``"module:function"`` names, imported once."""
+    """The function or class ``"module:name"`` names, imported once."""
     module, _, attr = path.partition(":")
     function: Callable[..., Any] = getattr(importlib.import_module(module), attr)
     return function
+
+
+def _params_model(spec: AlgorithmSpec) -> type[BaseModel]:
+    """The model ``spec.params_path`` names, checked: an optional block's model has every
+    default; a preset sets only the model's fields."""
+    from pydantic import BaseModel, ValidationError
+
+    assert spec.params_path is not None
+    model = _load(spec.params_path)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ValueError(f"algorithm {spec.name!r}: params_path {spec.params_path!r} is not a "
+                         "pydantic model")
+    if not spec.params_required:
+        try:
+            model()
+        except ValidationError as exc:
+            raise ValueError(f"algorithm {spec.name!r}: an optional params block's model needs "
+                             "a default for every field (or params_required)") from exc
+    for preset, values in spec.presets.items():
+        if unknown := sorted(set(values) - set(model.model_fields)):
+            raise ValueError(f"algorithm {spec.name!r}: preset {preset!r} sets "
+                             f"{', '.join(unknown)}, not fields of {model.__name__}")
+    return model
 
 
 S = TypeVar("S", AlgorithmSpec, StatisticSpec)

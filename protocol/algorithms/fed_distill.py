@@ -12,6 +12,8 @@ SPECS = (
         title="Clustered federated distillation (Yang & Tae 2023)",
         family="model",
         params_block="distill",
+        params_path="fedclust.protocol.algorithms.fed_distill_params:DistillParams",
+        params_required=True,
         tasks=frozenset(
             {"declare", "distill_train", "distill_counts", "distill_soft", "distill_step"}
         ),

@@ -12,6 +12,7 @@ SPECS = (
         title="FedCRef, Federated Cluster-Wise Refinement (Nardi, Valerio & Passarella)",
         family="model",
         params_block="fedcref",
+        params_path="fedclust.protocol.algorithms.fedcref_params:FedCRefParams",
         tasks=frozenset(
             {"declare", "fedcref_init", "fedcref_train", "fedcref_models", "fedcref_scores",
              "fedcref_fedavg", "fedcref_refine"}

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fedclust.protocol import algorithms
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
 
@@ -56,8 +57,8 @@ def local_clustering_ks(terms: msg.JobCreate) -> list[tuple[str, int, str]]:
         needs.append(("k", max(terms.ks), "--k/--k-range"))
     if terms.local_k_range is not None:
         needs.append(("local_k_range", terms.local_k_range[1], "--local-range"))
-    params = terms.fedcref
-    if terms.algorithm == "fedcref" and params is not None and params.initial == "kmeans" \
+    params = terms.algorithm_params
+    if isinstance(params, FedCRefParams) and params.initial == "kmeans" \
             and params.local_k is not None:
         needs.append(("fedcref.local_k", params.local_k, "--local-k"))
     return needs

@@ -20,14 +20,12 @@ Error responses never echo submitted values.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,13 +35,19 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    create_model,
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
 from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.core.models import MAX_ARRAY_ELEMENTS as MAX_ARRAY_ELEMENTS
+from fedclust.core.models import WireArray as WireArray
 from fedclust.protocol import algorithms
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams as DistillParams
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams as FedCRefParams
+from fedclust.protocol.algorithms.fedcref_params import Hidden
 from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.exact_fcm import FCMSums
@@ -56,16 +60,10 @@ from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
 #: epochs, learning rate and batch size; the ``kfed_dennis_centers`` task.
 #: Jobs stored by a coordinator of an earlier version do not resume under this one.
 PROTOCOL_VERSION: Final = 3
-MAX_ARRAY_ELEMENTS: Final = 10_000_000
 #: The most values a job's ``init`` (its K initial centers) holds.
 MAX_INIT_VALUES: Final = 1_000_000
 #: Largest request body a service reads (the largest array, base64, fits with room to spare).
 MAX_BODY_BYTES: Final = 128 * 1024 * 1024
-_DTYPES: Final[dict[str, np.dtype[Any]]] = {
-    "float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "int64": np.dtype("<i8"),
-    "uint64": np.dtype("<u8"),
-}
-
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,9 @@ def draw_seed() -> int:
 
 
 class _Strict(BaseModel):
-    """Strict, frozen, and every float finite (NaN and ±Infinity answer 422)."""
+    """Strict, frozen, and every float finite (NaN and ±Infinity answer 422): the rules of
+    ``core.models.Strict`` (the parameters models' and :class:`WireArray`'s base), spelt out
+    here for the type checker's pydantic plugin, which reads a literal ``ConfigDict``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -133,61 +133,6 @@ class _Document(BaseModel):
     first round's center shift)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class WireArray(_Strict):
-    """A numpy array, exact: dtype, shape and base64 of its little-endian C-order bytes."""
-
-    dtype: Literal["float64", "float32", "int64", "uint64"]
-    shape: tuple[Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)], ...] = Field(max_length=4)
-    data: str
-
-    @model_validator(mode="after")
-    def _consistent(self) -> WireArray:
-        n = math.prod(self.shape)  # exact Python integers: no wrap-around
-        if n > MAX_ARRAY_ELEMENTS:
-            raise ValueError(f"array has {n} elements; at most {MAX_ARRAY_ELEMENTS} are accepted")
-        arr = self._decode()
-        if arr.size != n:
-            raise ValueError(
-                f"array data holds {arr.size} values but shape {self.shape} needs {n}"
-            )
-        if self.dtype.startswith("float") and not np.isfinite(arr).all():
-            raise ValueError("array contains NaN or infinity")
-        return self
-
-    def _decode(self) -> NDArray[Any]:
-        try:
-            raw = base64.b64decode(self.data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise ValueError("array data is not valid base64") from exc
-        dtype = _DTYPES[self.dtype]
-        if len(raw) % dtype.itemsize:
-            raise ValueError(f"array data length is not a multiple of {dtype.itemsize} bytes")
-        return np.frombuffer(raw, dtype=dtype)
-
-    @classmethod
-    def of(cls, array: Any) -> WireArray:
-        """Encode a numeric array (uint64 and float32 as they are, other integers as int64,
-        other floats as float64)."""
-        arr = np.asarray(array)
-        if arr.dtype == np.uint64:
-            name = "uint64"
-        elif arr.dtype == np.float32:
-            name = "float32"
-        elif np.issubdtype(arr.dtype, np.integer):
-            name = "int64"
-        else:
-            name = "float64"
-        data = np.ascontiguousarray(arr, dtype=_DTYPES[name]).tobytes()
-        return cls(dtype=name, shape=arr.shape, data=base64.b64encode(data).decode("ascii"))
-
-    def to_numpy(self) -> NDArray[Any]:
-        """The decoded array (a fresh, writable copy in native byte order)."""
-        return self._decode().astype(self._native(), copy=True).reshape(self.shape)
-
-    def _native(self) -> np.dtype[Any]:
-        return np.dtype(self.dtype)
 
 
 # -- tasks: coordinator → participant -------------------------------------------------------
@@ -402,9 +347,6 @@ class DistillStepTask(_Strict):
 
 # -- FedCRef (Nardi, Valerio & Passarella; coordinator.fedcref) ----------------------------------
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
-Hidden = Annotated[
-    tuple[Annotated[int, Field(ge=1, le=100_000)], ...], Field(min_length=1, max_length=8)
-]
 
 
 class FedCRefInitTask(_Strict):
@@ -1115,97 +1057,12 @@ class PaillierDecryption(_Strict):
     sums: dict[str, WireArray]
 
 # -- jobs: analyst ⇄ coordinator ----------------------------------------------------------------
-class DistillParams(_Strict):
-    """The parameters of a "fed-distill" job (Yang & Tae 2023; coordinator.distillation)."""
-
-    public: WireArray = Field(
-        description="The public unlabelled set, float64 (n_public, n_features), scaled as the "
-        "participants' rows; sent to every participant."
-    )
-    n_classes: int = Field(ge=2, le=10_000, description="Labels are 0..n_classes-1.")
-    distance_threshold: float = Field(
-        default=2.0, gt=0.0, description="Ward merge distance at which grouping stops."
-    )
-    temperature: float = Field(default=0.1, gt=0.0, le=1000.0, description="Distillation T.")
-    epochs: int = Field(default=30, ge=0, le=10_000, description="Distillation epochs.")
-    local_epochs: int = Field(
-        default=30, ge=1, le=10_000,
-        description="Most local training epochs (early stopping, patience 3).",
-    )
-    learning_rate: float = Field(
-        default=1e-3, gt=0.0, le=10.0, description="Adam's learning rate, local and distillation."
-    )
-    batch_size: int | None = Field(
-        default=None, ge=1, le=100_000,
-        description="Batch size of local training and distillation; absent: the authors' code's "
-        "32 and 64.",
-    )
-    classifier: Literal["mlp", "cnn"] = Field(
-        default="mlp", description="'cnn' needs square images (n_features a perfect square)."
-    )
-    mode: Literal["clustered", "global", "local"] = Field(
-        default="clustered",
-        description="'clustered' (the paper), 'global' (one teacher, FedDF-style) or "
-        "'local' (no sharing).",
-    )
-
-    @model_validator(mode="after")
-    def _public_shape(self) -> DistillParams:
-        if self.public.dtype != "float64" or len(self.public.shape) != 2 or (
-            self.public.shape[0] < 1 or self.public.shape[1] < 1
-        ):
-            raise ValueError("distill.public must be a non-empty float64 (n_public, n_features)")
-        return self
+P = TypeVar("P", bound=BaseModel)
 
 
-class FedCRefParams(_Strict):
-    """The parameters of a "fedcref" job (Nardi, Valerio & Passarella; coordinator.fedcref).
-
-    Every participant's rows must be scaled to [0, 1] (the autoencoders' sigmoid output).
-    """
-
-    hidden: Hidden = Field(
-        default=(100, 64, 32), description="Encoder widths; the decoder mirrors them."
-    )
-    initial: Literal["kmeans", "labels"] = Field(
-        default="kmeans",
-        description="Initial local clustering: 'kmeans' (k-means on an autoencoder code) or "
-        "'labels' (each participant's own [data] label_column).",
-    )
-    local_k: int | None = Field(
-        default=None, ge=1, le=1000,
-        description="K_i of every participant's k-means; absent: chosen by the silhouette.",
-    )
-    k_max: int = Field(default=6, ge=2, le=1000, description="Largest K_i the silhouette tries.")
-    epochs: int = Field(
-        default=20, ge=0, le=10_000,
-        description="Local training epochs (early stopping); the paper's 20 (clusters of 500 "
-        "images); clusters of tens of rows need ~60.",
-    )
-    alpha: float = Field(default=75.0, ge=0.0, le=100.0, description="Eq. 2 percentile.")
-    theta: float = Field(
-        default=0.2, ge=0.0, le=1.0,
-        description="Eq. 2 threshold; scores fall as clusters grow, so clusters of tens of "
-        "rows need a larger one (~0.55).",
-    )
-    tau: float = Field(
-        default=0.8, ge=0.0, le=1.0,
-        description="A participant freezes when consecutive assignments agree >= tau.",
-    )
-    fedavg_rounds: int = Field(default=15, ge=0, le=10_000, description="FedAvg rounds per group.")
-    fedavg_epochs: int = Field(default=2, ge=1, le=10_000, description="Epochs per FedAvg round.")
-    max_iterations: int = Field(default=10, ge=1, le=1000, description="The most iterations.")
-    refine_with: Literal["groups", "all"] = Field(
-        default="all",
-        description="The federated models a participant refines with: every group's (the "
-        "authors' code) or only its own groups'.",
-    )
-
-
-class JobCreate(_Strict):
-    """What an analyst asks for: one algorithm, a K or a K range (the sweeps), a ``distill``
-    block ("fed-distill") or a ``fedcref`` block ("fedcref", defaults when absent), and its
-    parameters."""
+class _JobTerms(_Strict):
+    """The terms of a job every algorithm shares (:class:`JobCreate` adds the parameters
+    blocks, read with :meth:`params`)."""
 
     algorithm: AnyAlgorithm
     participants: list[Identifier] = Field(min_length=1, max_length=1000)
@@ -1252,13 +1109,6 @@ class JobCreate(_Strict):
             "fails."
         ),
     )
-    distill: DistillParams | None = Field(
-        default=None, description="Required for algorithm 'fed-distill'; absent otherwise."
-    )
-    fedcref: FedCRefParams | None = Field(
-        default=None,
-        description="Algorithm 'fedcref' only (absent: the defaults); absent otherwise.",
-    )
     min_center_contributors: int = Field(
         default=1, ge=1, le=1000,
         description=(
@@ -1289,15 +1139,74 @@ class JobCreate(_Strict):
         ),
     )
 
+    @property
+    def algorithm_params(self) -> BaseModel | None:
+        """The job's algorithm's parameters: its block, or its model's defaults where the
+        block may be left out; None: the algorithm has no parameters model."""
+        spec = algorithms.get(self.algorithm)
+        if spec.params_block is None or spec.params is None:
+            return None
+        given: BaseModel | None = getattr(self, spec.params_block)
+        return spec.params() if given is None else given
+
+    def params(self, model: type[P]) -> P:
+        """The job's parameters, known to be a ``model`` (its algorithm's registered
+        ``params``): :attr:`algorithm_params`, typed. ValueError for a job of another
+        algorithm."""
+        params = self.algorithm_params
+        if not isinstance(params, model):
+            raise ValueError(f"a {self.algorithm!r} job has no {model.__name__}")
+        return params
+
+    @property
+    def ks(self) -> list[int]:
+        """The K values to sweep (none for the model-based algorithms)."""
+        if self.k is None and self.k_range is None:
+            return []
+        if self.k is not None:
+            return [self.k]
+        assert self.k_range is not None
+        return list(range(self.k_range[0], self.k_range[1] + 1))
+
+
+def _params_blocks() -> dict[str, Any]:
+    """The parameters blocks of a job, one per registered algorithm with a parameters model
+    (``AlgorithmSpec.params``): the field its ``params_block`` names, the model or absent."""
+    blocks: dict[str, Any] = {}
+    for spec in map(algorithms.get, algorithms.names()):
+        if spec.params_block is None or spec.params is None:
+            continue
+        if spec.params_block in blocks or hasattr(_JobTerms, spec.params_block):
+            raise ValueError(f"algorithm {spec.name!r}: params_block {spec.params_block!r} "
+                             "is taken by another algorithm's block or a job's field")
+        description = (
+            f"Required for algorithm {spec.name!r}; absent otherwise." if spec.params_required
+            else f"Algorithm {spec.name!r} only (absent: the defaults); absent otherwise."
+        )
+        blocks[spec.params_block] = (spec.params | None, Field(default=None,
+                                                               description=description))
+    return blocks
+
+
+#: The parameters blocks of the algorithms registered when this module is imported.
+_BLOCKS: Final = _params_blocks()
+
+if TYPE_CHECKING:  # the type checker sees no block: code reads them with JobCreate.params
+    _JobTermsAndBlocks = _JobTerms
+else:
+    _JobTermsAndBlocks = create_model(
+        "_JobTermsAndBlocks", __base__=_JobTerms, __module__=__name__, **_BLOCKS
+    )
+
+class JobCreate(_JobTermsAndBlocks):
+    """What an analyst asks for: one algorithm, a K or a K range (the sweeps), a ``distill``
+    block ("fed-distill") or a ``fedcref`` block ("fedcref", defaults when absent), and its
+    parameters."""
+
     @model_validator(mode="after")
     def _ks(self) -> JobCreate:
         spec = algorithms.get(self.algorithm)
-        if self.algorithm == "fed-distill" and self.distill is None:
-            raise ValueError("'fed-distill' needs a distill block")
-        if self.distill is not None and self.algorithm != "fed-distill":
-            raise ValueError(f"{self.algorithm!r} takes no distill block")
-        if self.fedcref is not None and self.algorithm != "fedcref":
-            raise ValueError(f"{self.algorithm!r} takes no fedcref block")
+        self._check_blocks(spec)
         if len(set(self.participants)) != len(self.participants):
             raise ValueError("participants must be distinct")
         if self.feature_names is not None and len(set(self.feature_names)) != len(
@@ -1381,15 +1290,20 @@ class JobCreate(_Strict):
             )
         return self
 
-    @property
-    def ks(self) -> list[int]:
-        """The K values to sweep (none for the model-based algorithms)."""
-        if self.k is None and self.k_range is None:
-            return []
-        if self.k is not None:
-            return [self.k]
-        assert self.k_range is not None
-        return list(range(self.k_range[0], self.k_range[1] + 1))
+    def _check_blocks(self, spec: algorithms.AlgorithmSpec) -> None:
+        """Only the algorithm's own parameters block; a required one given."""
+        own = spec.params_block
+        if own is not None and own not in _BLOCKS:
+            raise ValueError(
+                f"{spec.name!r}'s parameters block {own!r} is not a field of JobCreate: its "
+                "blocks are made when protocol.wire.messages is imported; register the "
+                "algorithm before"
+            )
+        if own is not None and spec.params_required and getattr(self, own) is None:
+            raise ValueError(f"{spec.name!r} needs a {own} block")
+        for block in _BLOCKS:
+            if block != own and getattr(self, block) is not None:
+                raise ValueError(f"{spec.name!r} takes no {block} block")
 
 
 JobState = Literal["pending", "running", "succeeded", "failed", "cancelled"]

@@ -12,13 +12,20 @@ Paillier-encrypted (within the fixed-point resolution, n·2^-40), or is refused 
 protection when it sends local centers by design; runs over the in-process service exactly
 as in the simulator, with a ledger that says what it revealed; and goes on without a
 participant that stops answering, saying so. The model-based algorithms' runs need PyTorch
-and minutes (``tests/deep``).
+and minutes (``tests/deep``). A third toy, ``toy-tuned-fcm`` (:mod:`tests.contract.toy_params`:
+parameters of its own), is registered before the wire format is made, in a process of its
+own: ``JobCreate``'s parameters blocks are made from the registry when
+``protocol.wire.messages`` is imported.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -35,9 +42,10 @@ from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
 from fedclust.protocol import algorithms
+from fedclust.protocol.algorithms import SWEEP_TASKS
 from fedclust.protocol.wire import messages as msg
 from fedclust.simulate import CountingService, simulate
-from tests.contract import toy_algorithm, toy_lloyd
+from tests.contract import toy_algorithm, toy_lloyd, toy_params
 from tests.coordinator.test_dropout import NAMES, DroppingChannel, _parts
 
 TOYS = [toy_algorithm.SPEC.name, toy_lloyd.SPEC.name]
@@ -191,3 +199,101 @@ def test_a_statistic_reply_is_checked_against_its_declared_shapes() -> None:
         msg.check_reply(task, msg.StatisticReply(fields={"sums": sums, "counts": wrong}), 2)
     with pytest.raises(ValueError, match="unknown statistic; choose one of 'toy_lloyd_sums'"):
         msg.StatisticTask(name="nope", centers=centers)
+
+
+def test_a_params_model_is_checked_when_registered() -> None:
+    common: dict[str, Any] = {
+        "name": "toy-x", "title": "", "family": "sweep", "tasks": SWEEP_TASKS,
+        "procedure_path": "m:f", "plain_notes": "toy-x: …", "protected_notes": None,
+    }
+    with pytest.raises(ValueError, match="give params_block and params_path together"):
+        algorithms.AlgorithmSpec(**common, params_block="x")
+    with pytest.raises(ValueError, match="params_block must be an identifier"):
+        algorithms.AlgorithmSpec(**common, params_block="_x", params_path="m:C")
+    distill = algorithms.get("fed-distill").params_path
+    with pytest.raises(ValueError, match="needs a default for every field"):
+        _ = algorithms.AlgorithmSpec(**common, params_block="x", params_path=distill).params
+    damping = toy_params.SPEC.params_path
+    with pytest.raises(ValueError, match=r"preset 'p' sets dampening, not fields of Damping"):
+        _ = algorithms.AlgorithmSpec(**common, params_block="x", params_path=damping,
+                                     presets={"p": {"dampening": 1.0}}).params
+    with pytest.raises(ValueError, match="is not a pydantic model"):
+        _ = algorithms.AlgorithmSpec(**common, params_block="x",
+                                     params_path=f"{toy_params.__name__}:procedure").params
+
+
+def test_an_algorithm_registered_after_the_wire_format_gets_no_block() -> None:
+    algorithms.register(toy_params.SPEC)
+    try:
+        with pytest.raises(ValueError, match=r"'damping' is not a field of JobCreate.*register"):
+            msg.JobCreate(algorithm=toy_params.SPEC.name, participants=NAMES, k=3,
+                          protection="none")
+    finally:
+        algorithms.unregister(toy_params.SPEC.name)
+
+
+#: Run in a fresh interpreter: toy-tuned-fcm is registered before the wire format is made.
+_TUNED = """
+import json, pathlib, sys
+from fedclust.protocol import algorithms
+from tests.contract import toy_params
+algorithms.register(toy_params.SPEC)
+from fedclust.cli import _parser
+from fedclust.cli.job import _job_from_flags
+from fedclust.coordinator.app import openapi_document
+from fedclust.data.federations import Federation
+from fedclust.inprocess import run_in_process
+from fedclust.protocol.wire import messages as msg
+from fedclust.simulate import simulate
+from tests.contract import toy_algorithm
+from tests.coordinator.test_dropout import NAMES, _parts
+algorithms.register(toy_algorithm.SPEC)
+Damping, name = toy_params.DampingParams, toy_params.SPEC.name
+out = {"block": openapi_document()["components"]["schemas"]["JobCreate"]["properties"]["damping"]}
+job = msg.JobCreate(algorithm=name, participants=NAMES, k=3, protection="none")
+out["default"] = job.params(Damping).damping
+try:
+    msg.JobCreate(algorithm="fkm", participants=NAMES, k=3, damping={"damping": 0.9})
+except ValueError as exc:
+    out["refused"] = str(exc)
+argv = ["job", "submit", "--participants", ",".join(NAMES), "--algorithm", name, "--k", "3"]
+for flags in (["--damping", "0.8"], ["--preset", "undamped"]):
+    args = _parser().parse_args([*argv, *flags])
+    out[" ".join(flags)] = _job_from_flags(args, args.participants).params(Damping).damping
+fed = Federation("contract", tuple(_parts()), None)
+def run(algorithm, params=None):
+    (entry,) = simulate(fed, algorithm=algorithm, ks=[3], seed=4, protection="masking",
+                        params=params).to_document().sweep
+    return {"centers": entry.centers, "rounds": entry.rounds}
+out["half"] = run(name, Damping(damping=0.5))
+out["toy-damped-fcm"] = run("toy-damped-fcm")
+out["full"] = run(name, Damping(damping=1.0))
+spec = msg.JobCreate(algorithm=name, participants=NAMES, k=3, seed=4, protection="masking",
+                     damping=Damping(damping=1.0))
+(entry,) = run_in_process(fed, spec, workdir=pathlib.Path(sys.argv[1])).sweep
+out["served"] = {"centers": entry.centers, "rounds": entry.rounds}
+json.dump(out, sys.stdout)
+"""
+
+
+def test_a_toy_with_parameters_runs_end_to_end(tmp_path: Path) -> None:
+    """toy-tuned-fcm's ``damping`` block: in the OpenAPI document, its model's defaults when
+    absent, refused for another algorithm, made from ``--damping`` and ``--preset``, and
+    carried to its procedure by the simulator and the service: damping 0.5 is toy-damped-fcm's
+    run, damping 1 (exact FCM's own step) another that needs fewer rounds."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TUNED, str(tmp_path)], cwd=Path(__file__).resolve().parents[2],
+        capture_output=True, text=True, timeout=150, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert {"$ref": "#/components/schemas/DampingParams"} in out["block"]["anyOf"]
+    assert out["block"]["description"] == (
+        "Algorithm 'toy-tuned-fcm' only (absent: the defaults); absent otherwise.")
+    assert out["default"] == 0.5
+    assert "'fkm' takes no damping block" in out["refused"]
+    assert (out["--damping 0.8"], out["--preset undamped"]) == (0.8, 1.0)
+    assert out["half"] == out["toy-damped-fcm"]
+    assert out["full"]["centers"] != out["half"]["centers"]
+    assert out["full"]["rounds"] < out["half"]["rounds"]
+    assert out["served"] == out["full"]

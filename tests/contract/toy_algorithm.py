@@ -41,13 +41,20 @@ SPEC = AlgorithmSpec(
 
 
 def procedure(participants: Sequence[Any], k: int, options: RunOptions) -> FederatedResult:
-    """Damped exact FCM for one K: C ← C + DAMPING·(T − C), T = ΣWS_c / ΣU_c."""
+    """Damped exact FCM for one K, the fraction :data:`DAMPING`."""
+    return damped_fcm(participants, k, options, DAMPING)
+
+
+def damped_fcm(
+    participants: Sequence[Any], k: int, options: RunOptions, damping: float
+) -> FederatedResult:
+    """C ← C + damping·(T − C), T = ΣWS_c / ΣU_c, until the centers move less than eps."""
     o = options
 
     def step(_: int, C: FloatArray) -> tuple[FloatArray, tuple[str, ...]]:
         task = msg.FcmSumsTask(centers=msg.WireArray.of(C), m=o.m)
         total, names = o.summation.sum(participants, task, msg.FcmSumsReply)
-        return C + DAMPING * (combine_sums([total.to_result()], C) - C), names
+        return C + damping * (combine_sums([total.to_result()], C) - C), names
 
     init = resolve_init(o.init, k, participants[0].n_features, o.rng)
     return iterate_centers(init, step, max_rounds=o.max_rounds, eps=o.eps, on_round=o.on_round)

@@ -25,11 +25,14 @@ from fedclust.coordinator.broker import (
 )
 from fedclust.coordinator.db import Database, JobRecord
 from fedclust.coordinator.declarations import declare_job
+from fedclust.coordinator.distill_job import run_distill_job
+from fedclust.coordinator.fedcref_job import run_fedcref_job
 from fedclust.coordinator.federated_kmeans import run_kfed
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import PlainSummation
 from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.protocol.wire import messages as msg
+from tests.coordinator.test_fedcref import StandIn
 
 T = TypeVar("T")
 NAMES = ["p0", "p1", "p2"]
@@ -276,4 +279,78 @@ def test_the_one_shot_stages_over_the_broker_wait_in_one_thread(db: Database) ->
     assert remotes[1].dropped is not None
     assert any("participant 'p1' dropped out" in note for note in result.notes)
     broker.close_job("job-r")
+    broker.close()
+
+
+
+def _serve_job(
+    broker: Broker, run: Callable[[], T], answer: Callable[[str, msg.TaskSpec], msg.Reply]
+) -> tuple[T, list[int]]:
+    """Run ``run`` in a thread of its own and answer every task it sends (``answer(name,
+    spec)``) until it ends: its result, and how many threads had been started since it
+    began each time tasks were handed out (its own, plus any it started to ask)."""
+    before = {t.ident for t in threading.enumerate()}
+    job = _in_thread(run)
+    started: list[int] = []
+    deadline = time.monotonic() + 60
+    while not job.done():
+        assert time.monotonic() < deadline, "the job did not finish"
+        out = [(n, body) for n in NAMES if (body := broker.poll(n, blobs=False)) is not None]
+        if not out:
+            time.sleep(0.002)
+            continue
+        started.append(len({t.ident for t in threading.enumerate()} - before))
+        for name, body in out:
+            task = msg.Task.model_validate_json(body)
+            broker.submit(name, msg.Contribution(
+                job_id=task.job_id, task_id=task.task_id, reply=answer(name, task.spec)))
+    return job.result(), started
+
+
+def _distill_reply(_: str, spec: msg.TaskSpec) -> msg.Reply:
+    if isinstance(spec, msg.DistillSoftTask):
+        n_public = spec.public.shape[0]
+        return msg.DistillSoftReply(soft_sum=msg.WireArray.of(np.full((n_public, 2), 0.5)),
+                                    members=msg.WireArray.of(np.ones(1)))
+    assert isinstance(spec, msg.DistillTrainTask | msg.DistillStepTask), spec.kind
+    return msg.AckReply()
+
+
+def test_fed_distill_and_fedcref_rounds_over_the_broker_wait_in_one_thread(
+    db: Database,
+) -> None:
+    """The model-based drivers' rounds (training, soft predictions, distillation; FedCRef's
+    init, training, models, scores, FedAvg sums, refinement) go to the broker as one round
+    each: whenever tasks are out, only the job's own thread was started (a thread per
+    participant before)."""
+    broker = Broker(db, timeout=30.0)
+    distill = msg.JobCreate(
+        algorithm="fed-distill", participants=NAMES, seed=0, protection="none",
+        **{"distill": msg.DistillParams(public=msg.WireArray.of(np.zeros((4, 2))), n_classes=2,
+                                        mode="global")},
+    )
+    remotes = _remotes(broker.open_job(db.create_job("job-d", distill, n_features=2)))
+    result, started = _serve_job(broker, lambda: run_distill_job(remotes, distill),
+                                 _distill_reply)
+    assert [r.stage for r in result.history] == ["train_local", "teachers", "distill"]
+    assert result.groups == (tuple(NAMES),)
+    assert len(started) >= 3 and set(started) == {1}
+    broker.close_job("job-d")
+
+    fedcref = msg.JobCreate(
+        algorithm="fedcref", participants=NAMES, seed=0, protection="none",
+        **{"fedcref": msg.FedCRefParams(hidden=(3,), fedavg_rounds=1, max_iterations=1)},
+    )
+    channel = broker.open_job(db.create_job("job-f", fedcref, n_features=StandIn.n_features))
+    remotes = [RemoteParticipant(n, channel=channel, n_features=StandIn.n_features)
+               for n in NAMES]
+    members = {n: StandIn(n) for n in NAMES}
+    grouped, started = _serve_job(
+        broker, lambda: run_fedcref_job(remotes, fedcref),
+        lambda name, spec: members[name].answer(spec),
+    )
+    assert grouped.iterations[0].n_groups == 2  # clusters 0 and clusters 1 of p0, p1, p2
+    assert all(len(m.fedavg) == 4 and m.refined_with == [2] for m in members.values())
+    assert len(started) >= 9 and set(started) == {1}
+    broker.close_job("job-f")
     broker.close()

@@ -361,7 +361,7 @@ def test_the_metrics_flag_is_read_from_both_configs(tmp_path: Path) -> None:
         "counting_url": "http://c.test", "counting_token": "t",
     }}).metrics is False
     coordinator_doc["coordinator"]["metrics"] = "yes"
-    with pytest.raises(ValueError, match=r"coordinator\.metrics must be true or false"):
+    with pytest.raises(ValueError, match=r"\[coordinator\] metrics must be true or false"):
         CoordinatorSettings.from_mapping(coordinator_doc)
     config = tmp_path / "counting.toml"
     config.write_text(

@@ -66,7 +66,7 @@ def test_token_sha256_is_the_hex_digest() -> None:
         ('id = "hospital-a"', 'id = "bad id!"', "participant id"),
         ("port = 8800", "port = 0", "port"),
         ("task_timeout_seconds = 5", "task_timeout_seconds = 0", "task_timeout"),
-        ("port = 8800", "prot = 8800", "unknown keys"),
+        ("port = 8800", "prot = 8800", r"unknown key\(s\) 'prot' in \[coordinator\]"),
     ],
 )
 def test_bad_files_are_refused(tmp_path: Path, old: str, new: str, match: str) -> None:
@@ -93,7 +93,7 @@ def test_an_analyst_role_defaults_to_analyst_and_may_be_admin(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ('role = "root"', "analyst 'alice': role must be 'analyst' or 'admin'; got 'root'"),
+        ('role = "root"', r"\[\[analysts\]\] entry 1 role must be 'analyst' or 'admin'\."),
         (f'[[analysts]]\nname = "alice"\ntoken_sha256 = "{token_sha256("other")}"',
          "analyst names in the configuration must be distinct"),
     ],
@@ -108,7 +108,7 @@ def test_bad_analyst_entries_are_refused(tmp_path: Path, extra: str, message: st
 @pytest.mark.parametrize("url", ["https://", "http:// x.org", "ftp://x.org", "https:/x.org",
                                  "https://x" + "y" * 2048])
 def test_a_public_url_an_invite_could_not_carry_fails_at_load(url: str) -> None:
-    with pytest.raises(ValueError, match=r"coordinator\.public_url must be an http:// or "
+    with pytest.raises(ValueError, match=r"\[coordinator\] public_url must be an http:// or "
                        r"https:// URL with a host"):
         CoordinatorSettings(counting_url="http://x", counting_token="t", analysts=(),
                             participants=(), public_url=url)

@@ -262,7 +262,9 @@ def test_settings_from_file_resolve_the_database_and_refuse_bad_entries(tmp_path
     assert settings.participant("p0") is not None
     bad = tmp_path / "bad.toml"
     bad.write_text('[counting]\ncoordinator_token_sha256 = ""\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad\.toml: coordinator_token_sha256 must be a non-"):
+    with pytest.raises(
+        ValueError, match=r"bad\.toml: \[counting\] coordinator_token_sha256 must be a non-"
+    ):
         CountingSettings.from_file(bad)
     bad.write_text(
         f'[counting]\ncoordinator_token_sha256 = "{token_sha256("x")}"\nmin_participant = 2\n',

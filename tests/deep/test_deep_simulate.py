@@ -16,7 +16,6 @@ torch = pytest.importorskip("torch")
 
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.cli import main  # noqa: E402
-from fedclust.coordinator.distillation import sum_contributions  # noqa: E402
 from fedclust.coordinator.secure_sum import MaskedSummation, field_encodings  # noqa: E402
 from fedclust.protocol.maths.distillation import COUNT, SOFT_SUM  # noqa: E402
 from fedclust.protocol.wire import messages as msg  # noqa: E402
@@ -106,7 +105,10 @@ def _spy_on_the_service_sum(
         calls.append(call)
         if compare:
             assert isinstance(total, msg.DistillSoftReply)
-            plain = sum_contributions(participants, lambda p: p.predict_soft(None))
+            soft = [p.answer(statistic) for p in participants]  # each in the clear
+            assert all(isinstance(r, msg.DistillSoftReply) for r in soft)
+            plain = {SOFT_SUM: np.sum([r.soft_sum.to_numpy() for r in soft], axis=0),
+                     COUNT: np.sum([r.members.to_numpy() for r in soft], axis=0)}
             masked = {SOFT_SUM: total.soft_sum.to_numpy(), COUNT: total.members.to_numpy()}
             wire = {SOFT_SUM: "soft_sum", COUNT: "members"}
             # A soft-prediction sum's bounds do not depend on the job's N and B.

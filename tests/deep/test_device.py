@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.cli import main  # noqa: E402
-from fedclust.coordinator.distill_job import RemoteDistiller  # noqa: E402
+from fedclust.coordinator.distillation import run_fed_distill  # noqa: E402
 from fedclust.data.loaders import shared_datasets_dir  # noqa: E402
 from fedclust.participant.config import ParticipantConfig  # noqa: E402
 from fedclust.participant.deep import autoencoder as ae  # noqa: E402
@@ -176,7 +176,7 @@ def test_presets_are_values_of_the_params_models() -> None:
 
 
 class _Recorder:
-    """A remote participant that records the tasks it is asked."""
+    """A participant that records the tasks it is asked (its soft predictions uniform)."""
 
     name = "p"
     n_features = 4
@@ -184,8 +184,13 @@ class _Recorder:
     def __init__(self) -> None:
         self.tasks: list[msg.TaskSpec] = []
 
-    def ask(self, spec: msg.TaskSpec, reply: type) -> Any:
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         self.tasks.append(spec)
+        if isinstance(spec, msg.DistillSoftTask):
+            return msg.DistillSoftReply(
+                soft_sum=msg.WireArray.of(np.full((spec.public.shape[0], 3), 1 / 3)),
+                members=msg.WireArray.of(np.ones(1)),
+            )
         return msg.AckReply()
 
 
@@ -193,13 +198,11 @@ def test_the_jobs_training_hyper_parameters_reach_the_participants_tasks() -> No
     public = msg.WireArray.of(np.zeros((2, 4)))
     for preset, local, step in (("code", (30, 1e-3, 32), (1e-3, 64)),
                                 ("paper", (25, 1e-4, 128), (1e-4, 128))):
-        params = msg.DistillParams(public=public, n_classes=3,
+        params = msg.DistillParams(public=public, n_classes=3, mode="global",
                                    **algorithms.get("fed-distill").preset(preset))
         remote = _Recorder()
-        d = RemoteDistiller(remote, params)  # type: ignore[arg-type]
-        d.train_local(seed=1)
-        d.distill(np.full((2, 3), 1 / 3), np.zeros((2, 4)), temperature=0.1, epochs=2, seed=3)
-        train, distill = remote.tasks
+        run_fed_distill([remote], params, seed=0)
+        train, _, distill = remote.tasks
         assert isinstance(train, msg.DistillTrainTask)
         assert isinstance(distill, msg.DistillStepTask)
         assert (train.max_epochs, train.learning_rate, train.batch_size) == local
@@ -239,12 +242,12 @@ def test_job_submit_preset_under_the_flags_given() -> None:
 
     argv = ["job", "submit", "--participants", "a,b,c", "--algorithm", "fedcref", "--seed", "1"]
     paper = _job_from_flags(*_args(_parser(), [*argv, "--preset", "paper", "--theta", "0.3"]))
-    assert paper.fedcref is not None
-    assert (paper.fedcref.epochs, paper.fedcref.alpha, paper.fedcref.fedavg_rounds) == (
-        20, 75.0, 15)
-    assert paper.fedcref.theta == 0.3  # the flag given overrides the preset
+    fedcref = paper.params(msg.FedCRefParams)
+    assert (fedcref.epochs, fedcref.alpha, fedcref.fedavg_rounds) == (20, 75.0, 15)
+    assert fedcref.theta == 0.3  # the flag given overrides the preset
     code = _job_from_flags(*_args(_parser(), [*argv, "--preset", "code"]))
-    assert code.fedcref == msg.FedCRefParams(theta=0.25, tau=0.85)  # the authors' code's
+    # the authors' code's
+    assert code.params(msg.FedCRefParams) == msg.FedCRefParams(theta=0.25, tau=0.85)
 
 
 def _args(parser: Any, argv: list[str]) -> tuple[Any, list[str]]:

@@ -25,7 +25,10 @@ from fedclust.participant.deep.classifier import (  # noqa: E402
     predict_proba,
 )
 from fedclust.participant.deep.distill_local import DistillParticipant  # noqa: E402
+from fedclust.participant.local import LocalParticipant  # noqa: E402
 from fedclust.protocol.maths.distillation import grouping_ari  # noqa: E402
+from fedclust.protocol.wire.messages import DistillParams, WireArray  # noqa: E402
+from tests.deep._answering import distilling  # noqa: E402
 
 GROUPS = ((0, 1), (2, 3, 4), (5, 6, 7))
 CLIENTS_PER_GROUP = 4
@@ -37,15 +40,17 @@ EPOCHS = 30  # distillation epochs (paper 50): enough on 200 public rows, keeps 
 @dataclass
 class Federation:
     participants: list[DistillParticipant]
+    members: list[LocalParticipant]  # the participants as the driver asks them
     truth: list[int]
     public: NDArray[np.float64]
     X: NDArray[np.float64]
     y: NDArray[np.int64]
     tests: dict[str, NDArray[np.int64]]
 
-    def evaluate(self, p: DistillParticipant) -> float:
-        idx = self.tests[p.name]
-        return p.evaluate(self.X[idx], self.y[idx])
+    def evaluate(self, member: LocalParticipant) -> float:
+        idx = self.tests[member.name]
+        model = next(p for p in self.participants if p.name == member.name)
+        return model.evaluate(self.X[idx], self.y[idx])
 
     def per_true_group(self, acc: tuple[tuple[str, float], ...]) -> list[float]:
         a = dict(acc)
@@ -63,16 +68,22 @@ def make_federation(seed: int = 0) -> Federation:
     pools = {c: list(rng.permutation(np.flatnonzero(y == c))) for c in range(10)}
     public = [pools[c].pop() for c in range(10) for _ in range(20)]
     held = {c: [pools[c].pop() for _ in range(20)] for c in range(10)}
-    participants, truth, tests = [], [], {}
+    y = y.astype(np.int64)
+    participants, members, truth, tests = [], [], [], {}
     for g, classes in enumerate(GROUPS):
         test_idx = np.array([i for c in classes for i in held[c]])
         for k in range(CLIENTS_PER_GROUP):
             idx = np.array([pools[c].pop() for c in classes for _ in range(PER_CLASS)])
             p = DistillParticipant(X[idx], y[idx], name=f"g{g}-c{k}", spec=SPEC)
             participants.append(p)
+            members.append(distilling(p, X[idx], y[idx]))
             truth.append(g)
             tests[p.name] = test_idx
-    return Federation(participants, truth, X[public], X, y.astype(np.int64), tests)
+    return Federation(participants, members, truth, X[public], X, y, tests)
+
+
+def _params(public: NDArray[np.float64], **terms: object) -> DistillParams:
+    return DistillParams(public=WireArray.of(public), n_classes=SPEC.n_classes, **terms)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +95,8 @@ def federation() -> Federation:
 def runs(federation: Federation) -> dict[str, FedDistillResult]:
     return {
         mode: run_fed_distill(
-            federation.participants, federation.public, mode=mode,
-            seed=1, epochs=EPOCHS, evaluate=federation.evaluate,
+            federation.members, _params(federation.public, mode=mode, epochs=EPOCHS),
+            seed=1, evaluate=federation.evaluate,
         )
         for mode in ("clustered", "global")
     }
@@ -126,13 +137,13 @@ def test_clustered_beats_global_averaging_per_group(
 
 def test_same_seed_same_groups_and_local_mode_shares_nothing(federation: Federation) -> None:
     # epochs=0: grouping and teachers only, fast
-    a = run_fed_distill(federation.participants, federation.public, seed=5, epochs=0)
-    b = run_fed_distill(federation.participants, federation.public, seed=5, epochs=0)
+    a = run_fed_distill(federation.members, _params(federation.public, epochs=0), seed=5)
+    b = run_fed_distill(federation.members, _params(federation.public, epochs=0), seed=5)
     assert a.groups == b.groups
     assert a.scaled_counts is not None and b.scaled_counts is not None
     np.testing.assert_array_equal(a.scaled_counts, b.scaled_counts)
-    local = run_fed_distill(federation.participants, federation.public, mode="local", seed=5,
-                            evaluate=federation.evaluate)
+    local = run_fed_distill(federation.members, _params(federation.public, mode="local"),
+                            seed=5, evaluate=federation.evaluate)
     assert len(local.groups) == 12 and local.accuracy == local.accuracy_before
 
 
@@ -142,8 +153,8 @@ def test_a_client_with_one_class_is_accepted(federation: Federation) -> None:
     X, y = federation.X, federation.y
     ones = np.flatnonzero(y == 9)[:40]
     lone = DistillParticipant(X[ones], y[ones], name="only-nines", spec=SPEC)
-    members = [*federation.participants[:4], lone]
-    result = run_fed_distill(members, federation.public, seed=0, epochs=1)
+    members = [*federation.members[:4], distilling(lone, X[ones], y[ones])]
+    result = run_fed_distill(members, _params(federation.public, epochs=1), seed=0)
     assert sum(len(g) for g in result.groups) == 5
     counts = lone.predict_counts(federation.public)["label_counts"]
     assert counts[9] == counts.sum()
@@ -164,8 +175,10 @@ def test_bad_input_gets_clear_errors(federation: Federation) -> None:
     p = DistillParticipant(X, y, name="ok", spec=SPEC)
     with pytest.raises(RuntimeError, match="train_local"):
         p.predict_counts(federation.public)
-    with pytest.raises(ValueError, match=r"public_X must have the participants' n_features"):
-        run_fed_distill([p], federation.public[:, :60], seed=0)
+    with pytest.raises(
+        ValueError, match=r"distill.public must have the participants' n_features"
+    ):
+        run_fed_distill([distilling(p, X, y)], _params(federation.public[:, :60]), seed=0)
     with pytest.raises(ValueError, match="public_X must have n_features=64"):
         p.predict_soft(federation.public[:, :60])
     with pytest.raises(ValueError, match="teacher must have shape"):
@@ -174,8 +187,8 @@ def test_bad_input_gets_clear_errors(federation: Federation) -> None:
         p.distill(np.full((200, 10), 0.5), federation.public, seed=0)
     with pytest.raises(ValueError, match="n_samples=1"):
         DistillParticipant(X[:1], y[:1], name="one-row", spec=SPEC)
-    with pytest.raises(ValueError, match="public_X has n_samples=0"):
-        run_fed_distill([p], federation.public[:0], seed=0)
+    with pytest.raises(ValueError, match="non-empty float64"):
+        _params(federation.public[:0])
     with pytest.raises(ValueError, match="cnn"):
         ClassifierSpec(63, 10, "cnn")
 

@@ -12,8 +12,6 @@ torch = pytest.importorskip("torch")
 
 from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.client import AnalystClient  # noqa: E402
-from fedclust.coordinator._rounds import ReleasedCohorts  # noqa: E402
-from fedclust.coordinator.distill_job import masked_soft_sums  # noqa: E402
 from fedclust.coordinator.distillation import run_fed_distill  # noqa: E402
 from fedclust.coordinator.secure_sum import MaskedSummation  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
@@ -22,15 +20,16 @@ from fedclust.participant import dispatch  # noqa: E402
 from fedclust.participant.config import DataSource  # noqa: E402
 from fedclust.participant.distill_tasks import DistillTasks  # noqa: E402
 from fedclust.participant.local import LocalParticipant  # noqa: E402
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams  # noqa: E402
 from fedclust.protocol.wire import messages as msg  # noqa: E402
 from fedclust.protocol.wire.messages import (  # noqa: E402
     DisclosureLedger,
-    DistillParams,
     JobCreate,
     JobPublic,
     ResultDocument,
     WireArray,
 )
+from tests.deep._answering import distilling  # noqa: E402
 from tests.deep._down import run_with_one_down  # noqa: E402
 from tests.deep._ledger import assert_only_masked_inputs  # noqa: E402
 
@@ -60,7 +59,8 @@ def _service(
     spec = JobCreate(
         algorithm="fed-distill", participants=[p.name for p in fed.participants], seed=SEED,
         protection="masking",
-        distill=DistillParams(public=WireArray.of(fed.public), n_classes=10, epochs=EPOCHS),
+        **{"distill": DistillParams(public=WireArray.of(fed.public), n_classes=10,
+                                    epochs=EPOCHS)},
     )
 
     def keep_ledger(client: AnalystClient, job: JobPublic) -> None:
@@ -103,14 +103,14 @@ def test_job_create_rules() -> None:
     public = WireArray.of(np.zeros((4, 64)))
     params = DistillParams(public=public, n_classes=10)
     with pytest.raises(ValueError, match="no k"):
-        JobCreate(algorithm="fed-distill", participants=["a"], k=3, distill=params)
+        JobCreate(algorithm="fed-distill", participants=["a"], k=3, **{"distill": params})
     with pytest.raises(ValueError, match="needs a distill block"):
         JobCreate(algorithm="fed-distill", participants=["a"])
     with pytest.raises(ValueError, match="masking' or 'none"):
         JobCreate(algorithm="fed-distill", participants=["a"], protection="paillier",
-                  distill=params)
+                  **{"distill": params})
     with pytest.raises(ValueError, match="takes no distill block"):
-        JobCreate(algorithm="fkm", participants=["a"], k=3, distill=params)
+        JobCreate(algorithm="fkm", participants=["a"], k=3, **{"distill": params})
 
 
 def test_job_submit_flags_build_the_distill_block(tmp_path: Path) -> None:
@@ -125,9 +125,9 @@ def test_job_submit_flags_build_the_distill_block(tmp_path: Path) -> None:
         "--distill-epochs", "4", "--temperature", "0.5",
     ])
     spec = _job_from_flags(args, args.participants)
-    assert spec.distill is not None and spec.k is None
-    assert np.array_equal(spec.distill.public.to_numpy(), public)
-    assert (spec.distill.n_classes, spec.distill.epochs, spec.distill.temperature) == (5, 4, 0.5)
+    distill = spec.params(DistillParams)
+    assert spec.k is None and np.array_equal(distill.public.to_numpy(), public)
+    assert (distill.n_classes, distill.epochs, distill.temperature) == (5, 4, 0.5)
     args = _parser().parse_args(
         ["job", "submit", "--participants", "a", "--algorithm", "fed-distill"]
     )
@@ -183,32 +183,6 @@ def test_groups_below_the_minimum_cohort_are_summed_as_the_service_sums_them(
     assert sim.notes == doc.notes
 
 
-def test_a_group_too_small_to_mask_is_summed_in_the_clear() -> None:
-    class Recorder:
-        calls = 0
-
-        def __init__(self) -> None:
-            self.notes: list[str] = []
-            self.cohorts = ReleasedCohorts()
-            self.protected = True
-
-        def sum(self, participants: Any, statistic: Any, reply_type: Any, *,
-                required: bool = False) -> Any:
-            Recorder.calls += 1
-            raise AssertionError("a group of 2 must not be masked")
-
-    class Member:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-    members = [Member("a"), Member("b")]
-    total = masked_soft_sums(Recorder())(
-        members,  # type: ignore[arg-type]
-        lambda _: {"soft_sum": np.ones((2, 3)), "count": np.ones(1)},
-    )
-    assert Recorder.calls == 0 and total["count"][0] == 2.0
-
-
 def test_a_restarted_agent_resumes_with_its_saved_classifier(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     X, y = rng.random((40, 6)), np.repeat([0, 1], 20)
@@ -237,7 +211,8 @@ def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path
     names = [p.name for p in fed.participants]
     gone = names[1]
     params = DistillParams(public=WireArray.of(fed.public), n_classes=10, epochs=EPOCHS)
-    spec = JobCreate(algorithm="fed-distill", participants=names, seed=SEED, distill=params)
+    spec = JobCreate(algorithm="fed-distill", participants=names, seed=SEED,
+                     **{"distill": params})
     assert spec.protection == "masking"
     parts = [X for X, _ in fed.rows]
     labels = [y for _, y in fed.rows]
@@ -245,9 +220,9 @@ def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path
     assert any(n.startswith(f"participant '{gone}' dropped out at the declaration")
                for n in doc.notes), doc.notes
     alone = run_fed_distill(
-        [p for p in fed.participants if p.name != gone], fed.public,
-        distance_threshold=params.distance_threshold, temperature=params.temperature,
-        epochs=EPOCHS, mode=params.mode, seed=SEED,
+        [distilling(p, X, y) for p, (X, y) in zip(fed.participants, fed.rows, strict=True)
+         if p.name != gone],
+        params, seed=SEED,
     )
     assert len(alone.groups) == SETUP["groups"]  # gone's group lost a member, not its group
     assert doc.groups == [list(g) for g in alone.groups], doc.notes

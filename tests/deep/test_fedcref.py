@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,9 @@ from fedclust.core.errors import ProtocolError, RefusedError  # noqa: E402
 from fedclust.participant.deep import autoencoder as ae  # noqa: E402
 from fedclust.participant.deep.fedcref_local import FedCRefLocal, label_evaluator  # noqa: E402
 from fedclust.protocol.maths.fedcref import AutoencoderSpec, combine_fedavg  # noqa: E402
+from fedclust.protocol.wire import messages as msg  # noqa: E402
+from tests.coordinator._recording import RecordingSummation  # noqa: E402
+from tests.deep._answering import clustering  # noqa: E402
 
 FAST = ae.TrainConfig(epochs=10)
 # The federation runs use the authors' 20 epochs: with 10, models of 50-row clusters are
@@ -34,9 +38,12 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
     return X / 16.0, y
 
 
+Member = tuple[FedCRefLocal, np.ndarray]  # a participant's model and its rows
+
+
 def _federation(
     n_clients: int, per_class: int, dirtiness: float, seed: int
-) -> list[FedCRefLocal]:
+) -> list[Member]:
     """Clients holding 2..4 of the digit classes 0..4, ``per_class`` rows each."""
     X, y = _digits()
     rng = np.random.default_rng(seed)
@@ -47,23 +54,23 @@ def _federation(
         rows = np.concatenate(
             [rng.choice(np.flatnonzero(y == v), per_class, replace=False) for v in classes]
         )
-        out.append(
-            FedCRefLocal(
-                X[rows], name=f"c{c}", initial="dirty", y_true=y[rows], dirtiness=dirtiness,
-                config=FULL,
-            )
+        local = FedCRefLocal(
+            X[rows], name=f"c{c}", initial="dirty", y_true=y[rows], dirtiness=dirtiness,
+            config=FULL,
         )
+        out.append((local, X[rows]))
     return out
 
 
-def _run(parts: Sequence[FedCRefLocal], seed: int, **kw: object) -> FedCRefResult:
-    options: dict[str, object] = {"theta": THETA_SMALL, "fedavg_rounds": 3, "max_iterations": 4}
-    options.update(kw)
+def _run(
+    parts: Sequence[Member], seed: int, summation: RecordingSummation | None = None,
+    **terms: Any,
+) -> FedCRefResult:
+    options: dict[str, Any] = {"theta": THETA_SMALL, "fedavg_rounds": 3, "max_iterations": 4}
+    options.update(terms)
     return run_fedcref(
-        parts,
-        seed=seed,
-        evaluate=label_evaluator(parts),
-        **options,  # type: ignore[arg-type]
+        [clustering(local, X) for local, X in parts], msg.FedCRefParams(**options),
+        seed=seed, summation=summation, evaluate=label_evaluator([p for p, _ in parts]),
     )
 
 
@@ -147,21 +154,17 @@ def test_same_seed_same_groupings(dirty_run: FedCRefResult) -> None:
     assert [r.grouping for r in again.iterations] == [r.grouping for r in dirty_run.iterations]
 
 
-def test_aggregate_hook_is_used_for_every_group_sum() -> None:
+def test_summation_is_used_for_every_group_sum_of_three_or_more() -> None:
     parts = _federation(4, 50, 0.0, seed=1)
-    calls: list[int] = []
-
-    def aggregate(members, ask):  # type: ignore[no-untyped-def]
-        calls.append(len(members))
-        answers = [ask(p) for p in members]
-        return {k: sum(a[k] for a in answers) for k in answers[0]}
-
-    res = _run(parts, seed=2, aggregate=aggregate, max_iterations=1)
-    n_groups = res.iterations[0].n_groups
-    assert n_groups >= 1  # this federation forms groups (5 found when written)
-    # One start sum plus fedavg_rounds = 3 round sums per group.
-    assert len(calls) == 4 * n_groups
-    assert all(c >= 2 for c in calls)
+    summation = RecordingSummation()
+    res = _run(parts, seed=2, summation=summation, max_iterations=1)
+    (it,) = res.iterations
+    large = [g for g in range(it.n_groups) if g not in it.small_groups]
+    assert large  # this federation forms groups of 3 or more members (written)
+    # One start sum plus fedavg_rounds = 3 round sums per group of >= 3 participants; the
+    # smaller groups are summed in the clear, outside the summation.
+    assert len(summation.sums) == 4 * len(large)
+    assert all(len(names) >= 3 and required for names, _, required in summation.sums)
 
 
 # -- initial clustering ----------------------------------------------------------------------
@@ -191,7 +194,7 @@ def test_bad_input_gets_clear_errors() -> None:
     a = FedCRefLocal(X[:40], name="a", initial="labels", labels=y[:40], config=FAST)
     b = FedCRefLocal(X[:40, :49], name="b", initial="labels", labels=y[:40], config=FAST)
     with pytest.raises(ValueError, match="one width"):
-        run_fedcref([a, b], seed=0)
+        run_fedcref([clustering(a, X[:40]), clustering(b, X[:40, :49])], seed=0)
     with pytest.raises(ValueError, match="width 49"):
         b.fedcref_init(AutoencoderSpec(64), seed=0)
     a.fedcref_init(AutoencoderSpec(64), seed=0)
@@ -211,7 +214,7 @@ def test_one_class_client_and_gapped_labels_run_through() -> None:
                       config=FAST)
     p2 = FedCRefLocal(X[two], name="two", initial="labels",
                       labels=np.where(y[two] == 3, 7, 9), y_true=y[two], config=FAST)
-    res = _run([p1, p2], seed=0, max_iterations=2)
+    res = _run([(p1, X[one]), (p2, X[two])], seed=0, max_iterations=2)
     assert res.initial_k == (1, 2)
     assert p1.n_clusters == 1
     assert all(np.any(p2.labels == q) for q in range(p2.n_clusters))

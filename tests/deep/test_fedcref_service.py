@@ -18,19 +18,18 @@ from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref  # noqa: E40
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
 from fedclust.participant import dispatch  # noqa: E402
-from fedclust.participant.deep.autoencoder import TrainConfig  # noqa: E402
-from fedclust.participant.deep.fedcref_local import FedCRefLocal  # noqa: E402
 from fedclust.participant.fedcref_tasks import FedCRefTasks  # noqa: E402
 from fedclust.participant.local import LocalParticipant  # noqa: E402
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams  # noqa: E402
 from fedclust.protocol.maths.fedcref import dirty_labels  # noqa: E402
 from fedclust.protocol.wire import messages as msg  # noqa: E402
 from fedclust.protocol.wire.messages import (  # noqa: E402
     DisclosureLedger,
-    FedCRefParams,
     JobCreate,
     JobPublic,
     ResultDocument,
 )
+from tests.deep._answering import answering  # noqa: E402
 from tests.deep._down import run_with_one_down  # noqa: E402
 from tests.deep._ledger import assert_only_masked_inputs  # noqa: E402
 
@@ -67,15 +66,11 @@ def federation() -> tuple[list[str], list[np.ndarray], list[np.ndarray]]:
 @pytest.fixture(scope="module")
 def reference(federation: Any) -> FedCRefResult:
     names, parts, labels = federation
-    locals_ = [
-        FedCRefLocal(X, name=n, initial="labels", labels=y, config=TrainConfig(epochs=8))
+    members = [  # each asked as the agent answers, without the service
+        answering(FedCRefTasks(X, y, name=n), X, n)
         for n, X, y in zip(names, parts, labels, strict=True)
     ]
-    return run_fedcref(
-        locals_, hidden=PARAMS.hidden, alpha=PARAMS.alpha, theta=PARAMS.theta, tau=PARAMS.tau,
-        fedavg_rounds=PARAMS.fedavg_rounds, fedavg_epochs=PARAMS.fedavg_epochs,
-        max_iterations=PARAMS.max_iterations, seed=SEED,
-    )
+    return run_fedcref(members, PARAMS, seed=SEED)
 
 
 def _service(
@@ -84,7 +79,7 @@ def _service(
     names, parts, labels = federation
     spec = JobCreate(
         algorithm="fedcref", participants=names, seed=SEED, protection=protection,
-        fedcref=PARAMS,
+        **{"fedcref": PARAMS},
     )
 
     def keep_ledger(client: AnalystClient, job: JobPublic) -> None:
@@ -198,13 +193,14 @@ def test_job_create_rules() -> None:
     with pytest.raises(ValueError, match="masking' or 'none"):
         JobCreate(algorithm="fedcref", participants=["a", "b", "c"], protection="paillier")
     with pytest.raises(ValueError, match="takes no fedcref block"):
-        JobCreate(algorithm="fkm", participants=["a"], k=3, fedcref=FedCRefParams())
+        JobCreate(algorithm="fkm", participants=["a"], k=3, **{"fedcref": FedCRefParams()})
     with pytest.raises(ValueError, match="at least two"):
         JobCreate(algorithm="fedcref", participants=["a"], protection="none")
     with pytest.raises(ValueError, match="seeds must name the members"):
         msg.FedCRefFedavgTask(n_params=3, members={"a": [0]}, seeds={"b": 1}, epochs=1)
     spec = JobCreate(algorithm="fedcref", participants=["a", "b", "c"])
-    assert spec.ks == [] and spec.fedcref is None  # the defaults apply
+    assert spec.ks == [] and "fedcref" not in spec.model_dump(exclude_none=True)
+    assert spec.params(FedCRefParams) == FedCRefParams()  # the defaults apply
 
 
 def test_job_submit_flags_build_the_fedcref_block() -> None:
@@ -217,9 +213,9 @@ def test_job_submit_flags_build_the_fedcref_block() -> None:
         "--seed", "2",
     ])
     spec = _job_from_flags(args, args.participants)
-    assert spec.fedcref is not None and spec.k is None
-    assert spec.fedcref.hidden == (50, 20) and spec.fedcref.theta == 0.4
-    assert spec.fedcref.initial == "labels" and spec.fedcref.fedavg_rounds == 3
+    fedcref = spec.params(FedCRefParams)
+    assert spec.k is None and fedcref.hidden == (50, 20) and fedcref.theta == 0.4
+    assert fedcref.initial == "labels" and fedcref.fedavg_rounds == 3
     with pytest.raises(SystemExit):
         _parser().parse_args([
             "job", "submit", "--participants", "a", "--algorithm", "fedcref", "--hidden", "0"
@@ -254,20 +250,16 @@ def test_a_member_down_at_submission_drops_out_at_the_declaration(
     finds over those four alone."""
     names, parts, labels = federation
     gone = names[2]  # the other four end with a group of three members (a masked sum)
-    spec = JobCreate(algorithm="fedcref", participants=names, seed=SEED, fedcref=PARAMS)
+    spec = JobCreate(algorithm="fedcref", participants=names, seed=SEED, **{"fedcref": PARAMS})
     assert spec.protection == "masking"
     doc = run_with_one_down(tmp_path, spec, parts, labels, gone=gone)
     assert any(n.startswith(f"participant '{gone}' dropped out at the declaration")
                for n in doc.notes), doc.notes
-    locals_ = [
-        FedCRefLocal(X, name=n, initial="labels", labels=y, config=TrainConfig(epochs=8))
+    members = [
+        answering(FedCRefTasks(X, y, name=n), X, n)
         for n, X, y in zip(names, parts, labels, strict=True) if n != gone
     ]
-    alone = run_fedcref(
-        locals_, hidden=PARAMS.hidden, alpha=PARAMS.alpha, theta=PARAMS.theta, tau=PARAMS.tau,
-        fedavg_rounds=PARAMS.fedavg_rounds, fedavg_epochs=PARAMS.fedavg_epochs,
-        max_iterations=PARAMS.max_iterations, seed=SEED,
-    )
+    alone = run_fedcref(members, PARAMS, seed=SEED)
     groups, isolated = _refs(alone)
     assert groups  # the four form a group: the comparison is not between two empty lists
     assert (doc.groups, doc.isolated_clusters) == (groups, isolated), doc.notes

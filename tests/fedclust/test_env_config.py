@@ -278,7 +278,7 @@ def test_a_value_refused_by_the_service_names_its_variable(
     with pytest.raises(ValueError) as info:
         CoordinatorSettings.load(file)
     assert str(info.value) == (
-        f"{file}: coordinator.port must be in [1, 65535]; got 70000. "
+        f"{file}: [coordinator] port must be in [1, 65535]; got 70000. "
         "(set by FEDCLUST_COORDINATOR__PORT)"
     )
 

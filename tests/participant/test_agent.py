@@ -287,7 +287,7 @@ HEAD = (
         (HEAD + 'token = "t"\n', '[data]\npath = "rows.csv"\n', "[policy]\nmax_rounds = 0\n",
          r"\[policy\] max_rounds must be >= 1"),
         (HEAD + 'token = "t"\n', '[data]\npath = "rows.csv"\n', '[policy]\nmax_rounds = "9"\n',
-         r"\[policy\] max_rounds must be a int; got a str"),
+         r"\[policy\] max_rounds must be an integer\."),
         (HEAD + 'token = "t"\nport = 1\n', '[data]\npath = "rows.csv"\n', "",
          r"unknown key\(s\) 'port' in \[participant\]"),
         (HEAD.replace("http://c", "ftp://c") + 'token = "t"\n', '[data]\npath = "r.csv"\n', "",

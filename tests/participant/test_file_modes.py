@@ -22,7 +22,8 @@ import pytest
 from fedclust.client import AnalystClient
 from fedclust.data.federations import Federation
 from fedclust.inprocess import run_in_process
-from fedclust.protocol.wire.messages import DistillParams, JobCreate, JobPublic, WireArray
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
+from fedclust.protocol.wire.messages import JobCreate, JobPublic, WireArray
 
 NAMES = ["org-a", "org-b", "org-c"]
 
@@ -100,8 +101,8 @@ def test_a_fed_distill_job_keeps_its_models_and_labels_private(
     federation, labels = _federation()
     spec = JobCreate(
         algorithm="fed-distill", participants=NAMES, seed=1, protection="masking",
-        distill=DistillParams(public=WireArray.of(federation.parts[0][:8]), n_classes=2,
-                              epochs=1),
+        **{"distill": DistillParams(public=WireArray.of(federation.parts[0][:8]), n_classes=2,
+                                    epochs=1)},
     )
     modes = _run(tmp_path, spec, labels=labels)
     for pid in NAMES:

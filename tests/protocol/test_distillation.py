@@ -3,19 +3,17 @@ with numpy stub participants (no torch needed)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from fedclust.coordinator.distillation import (
-    MIN_PROTECTED_MEMBERS,
-    run_fed_distill,
-    sum_contributions,
-)
+from fedclust.coordinator.distillation import MIN_PROTECTED_MEMBERS, run_fed_distill
 from fedclust.core.errors import ProtocolError
 from fedclust.protocol.maths import distillation as dist
+from fedclust.protocol.wire import messages as msg
+from tests.coordinator._recording import RecordingSummation
 
 FloatArray = NDArray[np.float64]
 
@@ -173,7 +171,8 @@ def test_group_means() -> None:
 
 
 class _Stub:
-    """A participant whose 'model' predicts a fixed distribution over its own classes."""
+    """A participant whose 'model' predicts a fixed distribution over its own classes; it
+    answers the driver's distillation tasks."""
 
     def __init__(self, name: str, classes: Sequence[int], n_classes: int = 4) -> None:
         self.name = name
@@ -183,9 +182,6 @@ class _Stub:
         self.teacher: FloatArray | None = None
         self.trained_with: int | None = None
 
-    def train_local(self, *, seed: int) -> None:
-        self.trained_with = seed
-
     def _probs(self, public_X: FloatArray) -> FloatArray:
         P = np.full((public_X.shape[0], self._n_classes), 0.01)
         # cycle the public rows through the participant's classes
@@ -194,17 +190,29 @@ class _Stub:
         out: FloatArray = P / P.sum(axis=1, keepdims=True)
         return out
 
-    def predict_counts(self, public_X: FloatArray) -> dict[str, FloatArray]:
-        return dist.participant_label_counts(self._probs(public_X))
-
-    def predict_soft(self, public_X: FloatArray) -> dict[str, FloatArray]:
+    def soft(self, public_X: FloatArray) -> dict[str, FloatArray]:
         return dist.participant_soft_contribution(self._probs(public_X))
 
-    def distill(
-        self, teacher: FloatArray, public_X: FloatArray, *, temperature: float, epochs: int,
-        seed: int,
-    ) -> None:
-        self.teacher = teacher
+    def answer(self, spec: msg.TaskSpec) -> msg.Reply:
+        match spec:
+            case msg.DistillTrainTask(seed=seed):
+                self.trained_with = seed
+                return msg.AckReply()
+            case msg.DistillCountsTask(public=public):
+                counts = dist.participant_label_counts(self._probs(public.to_numpy()))
+                return msg.DistillCountsReply(
+                    label_counts=msg.WireArray.of(counts[dist.LABEL_COUNTS])
+                )
+            case msg.DistillSoftTask(public=public):
+                soft = self.soft(public.to_numpy())
+                return msg.DistillSoftReply(
+                    soft_sum=msg.WireArray.of(soft[dist.SOFT_SUM]),
+                    members=msg.WireArray.of(soft[dist.COUNT]),
+                )
+            case msg.DistillStepTask(teacher=teacher):
+                self.teacher = teacher.to_numpy()
+                return msg.AckReply()
+        raise AssertionError(f"unexpected task {spec.kind!r}")
 
     def score(self) -> float:
         return 1.0 if self.teacher is None else float(self.teacher.max(axis=1).mean())
@@ -217,9 +225,13 @@ def _stubs() -> list[_Stub]:
 PUBLIC = np.zeros((8, 5))
 
 
+def _params(public: FloatArray = PUBLIC, **terms: object) -> msg.DistillParams:
+    return msg.DistillParams(public=msg.WireArray.of(public), n_classes=4, **terms)
+
+
 def test_driver_groups_stubs_and_flags_the_small_group() -> None:
     stubs = _stubs()
-    result = run_fed_distill(stubs, PUBLIC, seed=0)
+    result = run_fed_distill(stubs, _params(), seed=0)
     assert result.groups == (("a0", "a1", "a2"), ("b0", "b1"))
     assert MIN_PROTECTED_MEMBERS == 3
     assert result.unprotected_groups == (("b0", "b1"),)
@@ -233,7 +245,7 @@ def test_driver_groups_stubs_and_flags_the_small_group() -> None:
 
 def test_driver_global_mode_gives_one_teacher_for_all() -> None:
     stubs = _stubs()
-    result = run_fed_distill(stubs, PUBLIC, mode="global", seed=0)
+    result = run_fed_distill(stubs, _params(mode="global"), seed=0)
     assert result.groups == (tuple(s.name for s in stubs),)
     assert result.unprotected_groups == ()
     expected = np.mean([s._probs(PUBLIC) for s in stubs], axis=0)
@@ -244,30 +256,30 @@ def test_driver_global_mode_gives_one_teacher_for_all() -> None:
 
 def test_driver_local_mode_shares_nothing() -> None:
     stubs = _stubs()
-    result = run_fed_distill(stubs, PUBLIC, mode="local", seed=0, evaluate=lambda s: s.score())
+    result = run_fed_distill(stubs, _params(mode="local"), seed=0, evaluate=lambda s: s.score())
     assert all(s.teacher is None for s in stubs)
     assert len(result.groups) == 5
     assert result.overall_accuracy == 1.0
     assert result.accuracy == result.accuracy_before
 
 
-def test_driver_sends_group_sums_through_the_aggregate_hook() -> None:
-    calls: list[tuple[str, ...]] = []
-
-    def aggregate(
-        members: Sequence[_Stub], ask: Callable[[_Stub], dict[str, FloatArray]]
-    ) -> dict[str, FloatArray]:
-        calls.append(tuple(m.name for m in members))
-        return sum_contributions(members, ask)
-
-    run_fed_distill(_stubs(), PUBLIC, seed=0, aggregate=aggregate)
-    assert calls == [("a0", "a1", "a2"), ("b0", "b1")]
+def test_driver_sums_groups_of_three_or_more_by_the_summation() -> None:
+    summation = RecordingSummation()
+    stubs = _stubs()
+    result = run_fed_distill(stubs, _params(), seed=0, summation=summation)
+    # the group of 2 is summed in the clear, outside the summation
+    assert [(names, s.kind, required) for names, s, required in summation.sums] == [
+        (("a0", "a1", "a2"), "distill_soft", True)
+    ]
+    assert stubs[0].teacher is not None and stubs[3].teacher is not None
+    np.testing.assert_allclose(stubs[3].teacher, stubs[3]._probs(PUBLIC))
+    assert result.unprotected_groups == (("b0", "b1"),)
 
 
 def test_driver_is_deterministic_for_a_seed_and_evaluates() -> None:
     a, b = _stubs(), _stubs()
-    ra = run_fed_distill(a, PUBLIC, seed=7, evaluate=lambda s: s.score())
-    rb = run_fed_distill(b, PUBLIC, seed=7, evaluate=lambda s: s.score())
+    ra = run_fed_distill(a, _params(), seed=7, evaluate=lambda s: s.score())
+    rb = run_fed_distill(b, _params(), seed=7, evaluate=lambda s: s.score())
     assert ra.groups == rb.groups
     assert [s.trained_with for s in a] == [s.trained_with for s in b]
     assert ra.group_accuracy == rb.group_accuracy and len(ra.group_accuracy) == 2
@@ -275,25 +287,21 @@ def test_driver_is_deterministic_for_a_seed_and_evaluates() -> None:
 
 
 def test_driver_rejects_bad_arguments() -> None:
-    with pytest.raises(ValueError, match="'mode' parameter"):
-        run_fed_distill(_stubs(), PUBLIC, mode="fedavg")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least one participant"):
-        run_fed_distill([], PUBLIC)
+        run_fed_distill([], _params())
     with pytest.raises(ValueError, match="distinct participant names"):
-        run_fed_distill([_Stub("x", [0]), _Stub("x", [1])], PUBLIC)
-    with pytest.raises(ValueError, match="public_X contains NaN"):
-        run_fed_distill(_stubs(), np.full((3, 5), np.nan))
-    with pytest.raises(ValueError, match="'temperature' parameter"):
-        run_fed_distill(_stubs(), PUBLIC, temperature=0.0)
-    with pytest.raises(ValueError, match=r"public_X must have the participants' n_features=\[5\]"):
-        run_fed_distill(_stubs(), np.zeros((8, 4)))
+        run_fed_distill([_Stub("x", [0]), _Stub("x", [1])], _params())
+    with pytest.raises(
+        ValueError, match=r"distill.public must have the participants' n_features=\[5\]"
+    ):
+        run_fed_distill(_stubs(), _params(np.zeros((8, 4))))
 
 
-def test_sum_contributions_rejects_mismatched_members() -> None:
+def test_members_with_mismatched_soft_predictions_fail_the_sum() -> None:
     class Odd(_Stub):
-        def predict_soft(self, public_X: FloatArray) -> dict[str, FloatArray]:
-            return {dist.SOFT_SUM: np.ones((1, 1))}
+        def soft(self, public_X: FloatArray) -> dict[str, FloatArray]:
+            return {dist.SOFT_SUM: np.ones((1, 1)), dist.COUNT: np.ones(1)}
 
     members = [_Stub("a", [0]), Odd("b", [0])]
-    with pytest.raises(ProtocolError, match="keys"):
-        sum_contributions(members, lambda p: p.predict_soft(PUBLIC))
+    with pytest.raises(ProtocolError, match="participant 'b' returned 'soft_sum' of shape"):
+        run_fed_distill(members, _params(mode="global"), seed=0)

@@ -202,7 +202,7 @@ def test_the_code_and_paper_presets_differ_where_docs_fedcref_says() -> None:
     """docs/fedcref.md § Presets: the authors' code associates at theta 0.25 and freezes at
     0.85; the paper states 0.2 and 0.8; the rest is shared."""
     from fedclust.protocol import algorithms
-    from fedclust.protocol.wire.messages import FedCRefParams
+    from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 
     spec = algorithms.get("fedcref")
     code = FedCRefParams(**spec.preset("code"))

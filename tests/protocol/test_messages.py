@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
+from fedclust.protocol import algorithms
 from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.result_tables import CENTER_KEYS
 
@@ -74,6 +75,55 @@ def test_job_create_needs_exactly_one_k() -> None:
     with pytest.raises(ValidationError, match="distinct"):
         msg.JobCreate(algorithm="fedfcm", participants=["a", "a"], k=3)
     assert msg.JobCreate(algorithm="fkm", participants=["a"], k_range=(2, 4)).ks == [2, 3, 4]
+
+
+#: A valid block of each registered algorithm with parameters (a new one needs its sample).
+_BLOCKS = {
+    "distill": {"public": msg.WireArray.of(np.zeros((4, 3))).model_dump(), "n_classes": 2},
+    "fedcref": {"theta": 0.5},
+}
+
+
+def test_job_create_has_one_block_per_registered_params_model() -> None:
+    """The blocks come from the registry: each typed by its algorithm's model, absent by
+    default, and described as required or defaulted."""
+    specs = [s for s in map(algorithms.get, algorithms.names()) if s.params is not None]
+    assert {s.params_block for s in specs} == set(_BLOCKS)
+    for spec in specs:
+        assert spec.params_block is not None
+        field = msg.JobCreate.model_fields[spec.params_block]
+        assert spec.params in get_args(field.annotation) and field.default is None
+        assert field.description is not None
+        assert ("Required" in field.description) == spec.params_required
+
+
+@pytest.mark.parametrize("algorithm", algorithms.names())
+def test_a_job_takes_its_own_params_block_only(algorithm: str) -> None:
+    spec = algorithms.get(algorithm)
+    terms: dict[str, object] = {"algorithm": algorithm, "participants": ["a", "b", "c"],
+                                "protection": "none"}
+    if spec.family == "sweep":
+        terms["k"] = 3
+    own = spec.params_block
+    given = {} if own is None else {own: _BLOCKS[own]}
+    if own is not None:
+        assert spec.params is not None
+        job = msg.JobCreate.model_validate({**terms, **given})
+        assert job.params(spec.params) == spec.params.model_validate(_BLOCKS[own])
+    for block, sample in _BLOCKS.items():
+        if block != own:
+            with pytest.raises(ValidationError, match=f"'{algorithm}' takes no {block} block"):
+                msg.JobCreate.model_validate({**terms, **given, block: sample})
+    if own is not None and spec.params_required:
+        with pytest.raises(ValidationError, match=f"'{algorithm}' needs a {own} block"):
+            msg.JobCreate.model_validate(terms)
+    elif spec.params is not None:  # left out: the model's defaults
+        assert msg.JobCreate.model_validate(terms).params(spec.params) == spec.params()
+    else:
+        job = msg.JobCreate.model_validate(terms)
+        assert job.algorithm_params is None
+        with pytest.raises(ValueError, match=f"a '{algorithm}' job has no FedCRefParams"):
+            job.params(msg.FedCRefParams)
 
 
 def test_job_create_feature_names_are_distinct_printable_names() -> None:
