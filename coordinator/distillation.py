@@ -139,9 +139,11 @@ def run_fed_distill(
 ) -> FedDistillResult:
     """Clustered federated distillation (Yang & Tae 2023) or its baselines.
 
-    Every stage sends the participants its tasks at once (``Gatherer.gather_replies``:
-    remote participants on the broker in one round, one waiting thread; in-process ones a
-    thread each, ``concurrent``, since their models train outside the GIL).
+    Training, counting and distillation send every participant its task at once
+    (``Gatherer.gather_replies``: remote participants on the broker in one round, one waiting
+    thread; in-process ones a thread each, ``concurrent``, since their models train outside
+    the GIL); the teachers' sums go group by group (a small group's members one after
+    another).
 
     Args:
         participants: at least one; names must be distinct.
@@ -234,16 +236,19 @@ def run_fed_distill(
         )
 
     # 3. teachers from group sums
-    soft = msg.DistillSoftTask(public=params.public, n_classes=params.n_classes)
     teachers: list[FloatArray] = []
     unprotected: list[tuple[str, ...]] = []
     for g, group in enumerate(members):
+        soft = msg.DistillSoftTask(
+            public=params.public, n_classes=params.n_classes, members=list(groups[g])
+        )
         if summation is not None and len(group) >= MIN_PROTECTED_MEMBERS:
             total = _contribution(
                 summation.sum(group, soft, msg.DistillSoftReply, required=True)[0]
             )
         else:
-            replies = gather_required(group, lambda _, p: soft, msg.DistillSoftReply)
+            # (the lambda runs within this iteration: it sees this group's task)
+            replies = gather_required(group, lambda _, p: soft, msg.DistillSoftReply)  # noqa: B023
             total = add_contributions(
                 [(p.name, _contribution(r)) for p, r in zip(group, replies, strict=True)]
             )

@@ -270,9 +270,10 @@ def run_fedcref(
 ) -> FedCRefResult:
     """FedCRef (Nardi, Valerio & Passarella, Alg. 1 with the refinement of Alg. 2).
 
-    Every step sends the participants its tasks at once (``coordinator._rounds.
+    Each step but FedAvg sends every participant its task at once (``coordinator._rounds.
     gather_required``: remote participants on the broker in one round, one waiting thread;
-    in-process ones a thread each, ``concurrent``, since their models train outside the GIL).
+    in-process ones a thread each, ``concurrent``, since their models train outside the
+    GIL); FedAvg goes group by group.
 
     Args:
         participants: at least two, with distinct names and rows of one width.

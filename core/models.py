@@ -1,5 +1,6 @@
 """The pydantic models the wire format and the registry's parameters models share: the
-strict base and :class:`WireArray`, the exact encoding of a numpy array. They sit below the
+strict base and :class:`WireArray`, the exact encoding of a numpy array; and :class:`Flag`,
+a field's command-line spelling. They sit below the
 registry (``protocol.algorithms``), whose parameters models (fed-distill's public set) hold
 arrays, and ``protocol.wire.messages`` re-exports them as part of the wire format.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
 import numpy as np
@@ -20,6 +22,19 @@ _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "int64": np.dtype("<i8"),
     "uint64": np.dtype("<u8"),
 }
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How the command line spells a parameters model's field, declared on it
+    (``Annotated[int, Flag("--distill-epochs")]``; pydantic keeps it in the field's
+    ``metadata`` and leaves it out of the JSON schema): ``name`` (default ``--field-name``),
+    ``aliases`` that also give it (another algorithm's field may share one) and ``metavar``
+    (of a list field: one item, ``H`` for ``H,H,...``)."""
+
+    name: str | None = None
+    aliases: tuple[str, ...] = ()
+    metavar: str | None = None
 
 
 class Strict(BaseModel):

@@ -147,7 +147,9 @@ class CountingSettings(CountingTable):
     def _from_mapping(cls, doc: Mapping[str, Any], *, base: Path) -> CountingSettings:
         file = parse(CountingFile, doc)
         table = {key: getattr(file.counting, key) for key in fields_of(CountingTable) or ()}
-        table["database_url"] = resolve_sqlite_url(table["database_url"], base)
+        given = doc.get("counting")
+        if isinstance(given, Mapping) and "database_url" in given:  # the default: the cwd's
+            table["database_url"] = resolve_sqlite_url(table["database_url"], base)
         return parse(cls, {
             **table, "participants": tuple(file.participants),
             "tls": TlsSettings.from_model(file.tls, base=base),

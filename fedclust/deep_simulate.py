@@ -18,9 +18,10 @@ lazily; without the ``fedclust[deep]`` extra a model-based run is a clear error.
 participant trains; the result's ``device`` says what ``auto`` became. The drivers ask the
 participants concurrently, one thread each, so torch's CPU threads are set to
 ``threads_per_participant`` (cores // participants, at least 1) for the run and restored
-after. ``preset`` (``code``, the default, or ``paper``) picks the job's parameters from the
-algorithm's registered presets (``protocol.algorithms``) and the federation from
-:data:`SETUPS`; an explicit argument overrides either. FedCRef's ``local_only`` adds its
+after. ``preset`` (``code``, the default, or ``paper``) picks the federation and the job's
+parameters (``fedclust.deep_setups``: the algorithm's registered preset, with the simulated
+data's and the quick set-up's values); ``params`` (any field of the algorithm's parameters
+model) and an explicit argument override either. FedCRef's ``local_only`` adds its
 local-only baseline (``participant.deep.fedcref_local.local_only_baseline``) from the same
 initial clustering and models.
 
@@ -52,6 +53,7 @@ from fedclust.coordinator.secure_sum import JobSummation, MaskedSummation
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import check_float, check_int
 from fedclust.crypto.masking import IdentityKey
+from fedclust.deep_setups import DATASETS, N_CLASSES, SETUPS, job_defaults
 from fedclust.participant import dispatch
 from fedclust.participant.dispatch import SecureStages
 from fedclust.participant.distill_tasks import DistillTasks
@@ -91,36 +93,9 @@ __all__ = [
     "simulate_fedcref",
 ]
 
-DATASETS = ("digits", "mnist")
 #: MNIST's file in the shared datasets folder (``data.loaders.shared_dataset_file``).
 MNIST_FILE = "mnist/mnist_uint8.npz"
 _JOB_ID = "simulation-deep"
-#: FedCRef's default theta on digits (clusters of tens of rows; see simulate_fedcref).
-DIGITS_THETA = 0.55
-#: The simulated federation of each preset, by algorithm; the job's parameters of a preset are
-#: the algorithm's registered preset (``protocol.algorithms``; docs/fedcref.md and
-#: docs/fed-distill.md give the sources). "code": the project's quick defaults on digits.
-SETUPS: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
-    "fed-distill": {
-        "code": {"dataset": "digits", "groups": 3, "clients_per_group": 4,
-                 "classes_per_group": 3, "samples_per_class": 30, "public_per_class": 20,
-                 "test_per_class": 20},
-        # Yang & Tae 2023: MNIST, 400 public images per class; the grid's G groups of C
-        # classes are set per run (benchmarks/bench_fed_distill_mnist.py).
-        "paper": {"dataset": "mnist", "groups": 5, "clients_per_group": 5,
-                  "classes_per_group": 2, "samples_per_class": 50, "public_per_class": 400,
-                  "test_per_class": 100},
-    },
-    "fedcref": {
-        "code": {"dataset": "digits", "clients": 8, "classes_per_client": (2, 4),
-                 "samples_per_class": 30, "pooled": False},
-        # Nardi et al., Tables 3-4: 25 clients on MNIST's 70,000 images (train and test
-        # pooled), 500 images per client cluster.
-        "paper": {"dataset": "mnist", "clients": 25, "classes_per_client": (2, 5),
-                  "samples_per_class": 500, "pooled": True},
-    },
-}
-_N_CLASSES = 10
 Protection = Literal["masking", "none"]
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -180,19 +155,19 @@ def load_dataset(name: str, *, pooled: bool = False) -> DeepData:
 
 def class_sets(rng: np.random.Generator, n_groups: int, n_classes: int) -> list[tuple[int, ...]]:
     """Distinct random class sets of size n_classes; disjoint when n_groups·n_classes <= 10."""
-    if n_groups * n_classes <= _N_CLASSES:
-        perm = rng.permutation(_N_CLASSES)
+    if n_groups * n_classes <= N_CLASSES:
+        perm = rng.permutation(N_CLASSES)
         return [
             tuple(sorted(int(v) for v in perm[g * n_classes : (g + 1) * n_classes]))
             for g in range(n_groups)
         ]
-    if n_groups > math.comb(_N_CLASSES, n_classes):
+    if n_groups > math.comb(N_CLASSES, n_classes):
         raise ValueError(
             f"{n_groups} groups cannot have distinct sets of {n_classes} of the 10 classes."
         )
     sets: list[tuple[int, ...]] = []
     while len(sets) < n_groups:
-        s = tuple(sorted(int(v) for v in rng.choice(_N_CLASSES, size=n_classes, replace=False)))
+        s = tuple(sorted(int(v) for v in rng.choice(N_CLASSES, size=n_classes, replace=False)))
         if s not in sets:
             sets.append(s)
     return sets
@@ -259,30 +234,30 @@ def distill_federation(
     groups = check_int(groups, name="groups", owner=owner, low=1)
     clients_per_group = check_int(clients_per_group, name="clients_per_group", owner=owner, low=1)
     classes_per_group = check_int(
-        classes_per_group, name="classes_per_group", owner=owner, low=1, high=_N_CLASSES
+        classes_per_group, name="classes_per_group", owner=owner, low=1, high=N_CLASSES
     )
     per_class = check_int(samples_per_class, name="samples_per_class", owner=owner, low=1)
     public_per_class = check_int(public_per_class, name="public_per_class", owner=owner, low=1)
     rng = np.random.default_rng(seed)
-    pools = {c: list(rng.permutation(np.flatnonzero(data.y == c))) for c in range(_N_CLASSES)}
-    _pool_shortfall(pools, dict.fromkeys(range(_N_CLASSES), public_per_class), "the public set")
-    public_idx = [pools[c].pop() for c in range(_N_CLASSES) for _ in range(public_per_class)]
+    pools = {c: list(rng.permutation(np.flatnonzero(data.y == c))) for c in range(N_CLASSES)}
+    _pool_shortfall(pools, dict.fromkeys(range(N_CLASSES), public_per_class), "the public set")
+    public_idx = [pools[c].pop() for c in range(N_CLASSES) for _ in range(public_per_class)]
     if data.X_test is not None and data.y_test is not None:
         X_test, y_test = data.X_test, data.y_test
         test_idx = {
             c: rng.permutation(np.flatnonzero(y_test == c))[:test_per_class]
-            for c in range(_N_CLASSES)
+            for c in range(N_CLASSES)
         }
     else:
         X_test, y_test = data.X, data.y
-        _pool_shortfall(pools, dict.fromkeys(range(_N_CLASSES), test_per_class), "the test rows")
+        _pool_shortfall(pools, dict.fromkeys(range(N_CLASSES), test_per_class), "the test rows")
         test_idx = {
             c: np.array([pools[c].pop() for _ in range(test_per_class)], dtype=np.int64)
-            for c in range(_N_CLASSES)
+            for c in range(N_CLASSES)
         }
-    spec = ClassifierSpec(data.n_features, _N_CLASSES, kind)
+    spec = ClassifierSpec(data.n_features, N_CLASSES, kind)
     sets = class_sets(rng, groups, classes_per_group)
-    need = dict.fromkeys(range(_N_CLASSES), 0)
+    need = dict.fromkeys(range(N_CLASSES), 0)
     for classes in sets:
         for c in classes:
             need[c] += clients_per_group * per_class
@@ -337,19 +312,19 @@ def fedcref_federation(
     owner = "fedcref_federation"
     clients = check_int(clients, name="clients", owner=owner, low=2)
     lo, hi = classes_per_client
-    check_int(lo, name="classes_per_client", owner=owner, low=1, high=_N_CLASSES)
-    check_int(hi, name="classes_per_client", owner=owner, low=lo, high=_N_CLASSES)
+    check_int(lo, name="classes_per_client", owner=owner, low=1, high=N_CLASSES)
+    check_int(hi, name="classes_per_client", owner=owner, low=lo, high=N_CLASSES)
     per_class = check_int(samples_per_class, name="samples_per_class", owner=owner, low=1)
     dirtiness = check_float(dirtiness, name="dirtiness", owner=owner, low=0.0, high=1.0)
     config = TrainConfig(epochs=check_int(local_epochs, name="local_epochs", owner=owner, low=1))
     rng = np.random.default_rng(seed)
-    by_class = {c: rng.permutation(np.flatnonzero(data.y == c)) for c in range(_N_CLASSES)}
-    used = dict.fromkeys(range(_N_CLASSES), 0)
+    by_class = {c: rng.permutation(np.flatnonzero(data.y == c)) for c in range(N_CLASSES)}
+    used = dict.fromkeys(range(N_CLASSES), 0)
     present: set[int] = set()
     parts: list[FedCRefLocal] = []
     held: list[tuple[FloatArray, IntArray]] = []
     for i in range(clients):
-        classes = rng.choice(_N_CLASSES, size=int(rng.integers(lo, hi + 1)), replace=False)
+        classes = rng.choice(N_CLASSES, size=int(rng.integers(lo, hi + 1)), replace=False)
         rows = []
         for c in (int(v) for v in classes):
             start = used[c]
@@ -559,21 +534,20 @@ class DeepSimulationDocument(BaseModel):
 
 
 def _settings(
-    algorithm: str, preset: str, given: Mapping[str, Any]
+    algorithm: str, preset: str, params: Mapping[str, Any] | None, given: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The federation (:data:`SETUPS`) and the job's parameters (the algorithm's registered
-    preset) of ``preset``, each overridden by the arguments ``given`` that are not None."""
-    from fedclust.protocol import algorithms
-
+    """The federation (:data:`SETUPS`) and the job's parameters
+    (``deep_setups.job_defaults``) of ``preset``, overridden by the fields ``params`` and then
+    by the arguments ``given`` that are not None (a field or a federation's key)."""
     if preset not in SETUPS[algorithm]:
         raise ValueError(
             f"--preset must be {' or '.join(SETUPS[algorithm])}; got {preset!r}"
         )
     setup = dict(SETUPS[algorithm][preset])
-    job = algorithms.get(algorithm).preset(preset)
-    for key, value in given.items():
-        if value is not None:
-            (setup if key in setup else job)[key] = value
+    chosen = {**(params or {}), **{k: v for k, v in given.items() if v is not None}}
+    setup.update({k: v for k, v in chosen.items() if k in setup})
+    job = job_defaults(algorithm, preset, str(setup["dataset"]))
+    job.update({k: v for k, v in chosen.items() if k not in setup})
     return setup, job
 
 
@@ -593,16 +567,19 @@ def simulate_fed_distill(
     local_epochs: int | None = None,
     learning_rate: float | None = None,
     batch_size: int | None = None,
-    mode: Literal["clustered", "global", "local"] = "clustered",
+    mode: Literal["clustered", "global", "local"] | None = None,
+    params: Mapping[str, Any] | None = None,
     protection: Protection = "masking",
     seed: int = 0,
     device: str = "auto",
 ) -> DeepSimulationDocument:
     """Clustered federated distillation over a simulated federation (see module docstring).
 
-    None takes the preset's value; under "code", ``distill_epochs`` is 30 on digits (MLP
-    classifier) and 50 (the authors' code's) on MNIST (CNN), and the job's other parameters
-    are ``DistillParams``' defaults.
+    ``params``: fields of ``DistillParams`` by name (``public`` is the federation's); the
+    named arguments are fields too (``distill_epochs`` its ``epochs``) and override it. A
+    field not given takes ``deep_setups.job_defaults``' value (under "code", ``epochs`` 30 on
+    digits with the MLP classifier, 50, the authors' code's, on MNIST with the CNN), else
+    ``DistillParams``' default; ``n_classes`` is the data's 10.
     """
     require_torch()
     from fedclust.participant.deep.device import resolve_device
@@ -611,27 +588,26 @@ def simulate_fed_distill(
     _check_protection(protection)
     t0 = time.perf_counter()
     used = str(resolve_device(device, where="--device"))
-    setup, job = _settings("fed-distill", preset, {
+    setup, job = _settings("fed-distill", preset, params, {
         "dataset": dataset, "groups": groups, "clients_per_group": clients_per_group,
         "classes_per_group": classes_per_group, "samples_per_class": samples_per_class,
         "public_per_class": public_per_class, "test_per_class": test_per_class,
         "distance_threshold": distance_threshold, "temperature": temperature,
         "epochs": distill_epochs, "local_epochs": local_epochs,
-        "learning_rate": learning_rate, "batch_size": batch_size,
+        "learning_rate": learning_rate, "batch_size": batch_size, "mode": mode,
     })
     dataset = str(setup.pop("dataset"))
     data = load_dataset(dataset)
-    job.setdefault("epochs", 30 if dataset == "digits" else 50)
-    kind: Literal["mlp", "cnn"] = "mlp" if dataset == "digits" else "cnn"
-    fed = distill_federation(data, kind=kind, seed=seed, device=device, **setup)
+    if job["n_classes"] != N_CLASSES:
+        raise ValueError(f"--n-classes: the simulated {dataset} images have {N_CLASSES} "
+                         f"classes; got {job['n_classes']}")
+    fed = distill_federation(data, kind=job["classifier"], seed=seed, device=device, **setup)
     names = [p.name for p in fed.participants]
-    params = DistillParams(
-        public=msg.WireArray.of(fed.public), n_classes=_N_CLASSES, classifier=kind, mode=mode,
-        **job,
-    )
+    job_params = DistillParams(public=msg.WireArray.of(fed.public), **job)
+    mode = job_params.mode
     spec = JobCreate(
         algorithm="fed-distill", participants=names, seed=seed, protection=protection,
-        **{"distill": params},  # JobCreate's blocks are made from the registry
+        **{"distill": job_params},  # JobCreate's blocks are made from the registry
     )
     agents = _InProcessAgents(
         spec, [(X, PreparedDistillTasks(p, X, y)) for p, (X, y) in zip(
@@ -670,10 +646,10 @@ def simulate_fed_distill(
         participants=len(names),
         preset=preset, device=used,
         params={
-            **setup, "distance_threshold": params.distance_threshold,
-            "temperature": params.temperature, "distill_epochs": params.epochs,
-            "local_epochs": params.local_epochs, "learning_rate": params.learning_rate,
-            "batch_size": params.batch_size, "class_sets": fed.sets,
+            **setup, "distance_threshold": job_params.distance_threshold,
+            "temperature": job_params.temperature, "distill_epochs": job_params.epochs,
+            "local_epochs": job_params.local_epochs, "learning_rate": job_params.learning_rate,
+            "batch_size": job_params.batch_size, "class_sets": fed.sets,
         },
         true_groups=len(fed.sets), groups_found=len(res.groups),
         ari=grouping_ari(np.array(fed.truth), np.array(found)), groups=out_groups, mode=mode,
@@ -693,7 +669,7 @@ def simulate_fedcref(
     classes_per_client: tuple[int, int] | None = None,
     samples_per_class: int | None = None,
     dirtiness: float = 0.0,
-    initial: Literal["dirty", "kmeans"] = "dirty",
+    initial: Literal["dirty", "kmeans"] | None = None,
     theta: float | None = None,
     alpha: float | None = None,
     tau: float | None = None,
@@ -701,6 +677,7 @@ def simulate_fedcref(
     max_iterations: int | None = None,
     refine_with: Literal["groups", "all"] | None = None,
     local_epochs: int | None = None,
+    params: Mapping[str, Any] | None = None,
     param_bound: float = 100.0,
     protection: Protection = "masking",
     seed: int = 0,
@@ -709,13 +686,13 @@ def simulate_fedcref(
 ) -> DeepSimulationDocument:
     """FedCRef over a simulated federation (see module docstring).
 
-    None takes the preset's value. Under "code" the job's parameters are the preset's (the
-    authors' code's values) but ``theta`` 0.55 on digits (eq. 2 scores fall as clusters grow; digits
-    clusters hold tens of rows: same class ~0.35-0.55, different ~0.6-0.85), 60 local epochs
-    (over clusters of tens of rows the paper's 20 leave the models under-trained and
-    refinement moves rows to other clusters' models: digits, d = 0, final ACC 0.85 with 20,
-    0.96 with 60) and 3 iterations. "paper": the paper's MNIST set-up (:data:`SETUPS`,
-    ``protocol.algorithms.fedcref``).
+    ``params``: fields of ``FedCRefParams`` by name; the named arguments are fields too
+    (``local_epochs`` its ``epochs``; ``initial`` "dirty" its "labels": each participant's
+    own labels, a fraction ``dirtiness`` of them swapped) and override it. A field not given
+    takes ``deep_setups.job_defaults``' value: the preset's (under "code" the authors' code's
+    values, but the quick set-up's theta 0.55 on digits, 60 local epochs and 3 iterations:
+    ``deep_setups.QUICK``), initial "labels", else ``FedCRefParams``' default. "paper": the
+    paper's MNIST set-up (:data:`SETUPS`, ``protocol.algorithms.fedcref``).
 
     Masked fields (``coordinator.secure_sum.field_encodings``): ``weighted_params`` = n·θ
     with |θ| <= ``param_bound`` (the job's ``value_bound``) per value and n <= the job's
@@ -735,32 +712,28 @@ def simulate_fedcref(
     _check_protection(protection)
     t0 = time.perf_counter()
     used = str(resolve_device(device, where="--device"))
-    setup, job = _settings("fedcref", preset, {
+    setup, job = _settings("fedcref", preset, params, {
         "dataset": dataset, "clients": clients, "classes_per_client": classes_per_client,
         "samples_per_class": samples_per_class, "theta": theta, "alpha": alpha, "tau": tau,
         "fedavg_rounds": fedavg_rounds, "max_iterations": max_iterations,
         "refine_with": refine_with, "epochs": local_epochs,
+        "initial": None if initial is None else "kmeans" if initial == "kmeans" else "labels",
     })
     dataset = str(setup.pop("dataset"))
-    if preset == "code":  # the quick set-up's values, under the flags given
-        quick = {"epochs": 60, "max_iterations": 3,
-                 "theta": DIGITS_THETA if dataset == "digits" else job["theta"]}
-        flags = {"epochs": local_epochs, "max_iterations": max_iterations, "theta": theta}
-        job.update({key: value for key, value in quick.items() if flags[key] is None})
     bound = check_float(param_bound, name="param_bound", owner="simulate_fedcref", low=0.0,
                         low_open=True)
     data = load_dataset(dataset, pooled=bool(setup.pop("pooled")))
-    # "dirty": each participant's own labels, a fraction d of them swapped.
-    params = FedCRefParams(initial="kmeans" if initial == "kmeans" else "labels", **job)
+    job_params = FedCRefParams(**job)
+    start: Literal["dirty", "kmeans"] = "kmeans" if job_params.initial == "kmeans" else "dirty"
     fed = fedcref_federation(
-        data, dirtiness=dirtiness, initial=initial, local_epochs=params.epochs, seed=seed,
+        data, dirtiness=dirtiness, initial=start, local_epochs=job_params.epochs, seed=seed,
         device=device, **setup,
     )
     parts = fed.participants
     names = [p.name for p in parts]
     spec = JobCreate(
         algorithm="fedcref", participants=names, seed=seed, protection=protection,
-        value_bound=bound, **{"fedcref": params},  # JobCreate's blocks: from the registry
+        value_bound=bound, **{"fedcref": job_params},  # JobCreate's blocks: from the registry
     )
     agents = _InProcessAgents(
         spec,
@@ -815,26 +788,27 @@ def simulate_fedcref(
         notes.append("--protection none: the FedAvg sums were formed in the clear.")
     if not grouping.groups:
         notes.append(
-            f"no clusters were associated at theta={params.theta}: eq. 2 scores fall as clusters "
-            "grow, so small clusters (tens of rows) need a larger theta (~0.55)."
+            f"no clusters were associated at theta={job_params.theta}: eq. 2 scores fall as "
+            "clusters grow, so small clusters (tens of rows) need a larger theta (~0.55)."
         )
     local_acc = None
     if local_only:
-        architecture = AutoencoderSpec(data.n_features, params.hidden)
+        architecture = AutoencoderSpec(data.n_features, job_params.hidden)
         for p, (labels, models, stale) in zip(parts, starts, strict=True):
             p.restore(architecture, labels, models, stale=stale)
         local_acc = local_only_baseline(
-            parts, tau=params.tau, max_iterations=params.max_iterations, seed=seed
+            parts, tau=job_params.tau, max_iterations=job_params.max_iterations, seed=seed
         ).mean_accuracy
     return DeepSimulationDocument(
         algorithm="fedcref", dataset=dataset, seed=seed, protection=protection,
         preset=preset, device=used, participants=len(names),
         params={
             **setup, "classes_per_client": list(setup["classes_per_client"]),
-            "dirtiness": dirtiness, "initial": initial, "theta": params.theta,
-            "alpha": params.alpha, "tau": params.tau, "fedavg_rounds": params.fedavg_rounds,
-            "max_iterations": params.max_iterations, "refine_with": params.refine_with,
-            "local_epochs": params.epochs, "param_bound": bound,
+            "dirtiness": dirtiness, "initial": start, "theta": job_params.theta,
+            "alpha": job_params.alpha, "tau": job_params.tau,
+            "fedavg_rounds": job_params.fedavg_rounds,
+            "max_iterations": job_params.max_iterations, "refine_with": job_params.refine_with,
+            "local_epochs": job_params.epochs, "param_bound": bound,
         },
         true_groups=fed.true_k, groups_found=last.n_groups,
         ari=grouping_ari(np.array(true), np.array(found)) if true else 0.0,

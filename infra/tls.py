@@ -23,7 +23,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -145,10 +145,17 @@ class TlsSettings:
                     "[tls] require_client_certificate needs client_ca (or ca): the CA that "
                     "client certificates must chain to."
                 )
+        if self.participant_auth not in get_args(ParticipantAuth):
+            raise ValueError('[tls] participant_auth must be "token" or "certificate".')
         if self.participant_auth == "certificate" and not self.verifies_clients:
             raise ValueError(
                 '[tls] participant_auth = "certificate" needs mutual TLS: set client_ca (or '
                 "require_client_certificate), so that only verified certificates identify."
+            )
+        if not isinstance(self.coordinator_name, str) or not self.coordinator_name.strip():
+            raise ValueError(
+                "[tls] coordinator_name must be the name (common name or DNS name) of the "
+                "coordinator's certificate."
             )
 
     @property
@@ -173,6 +180,8 @@ class TlsSettings:
             ValueError: as :meth:`from_model`, or an unknown key or a value of the wrong type
                 (naming the key).
         """
+        if allowed not in _TLS_FILES:
+            raise ValueError("allowed must be CLIENT_KEYS, SERVER_KEYS or COUNTING_KEYS")
         parsed: Any = parse(_TLS_FILES[allowed], {"tls": table})
         return cls.from_model(parsed.tls, base=base)
 

@@ -66,7 +66,11 @@ class DistillTasks:
                 return msg.DistillCountsReply(
                     label_counts=msg.WireArray.of(counts[dist.LABEL_COUNTS])
                 )
-            case msg.DistillSoftTask(public=public, n_classes=n_classes):
+            case msg.DistillSoftTask(public=public, n_classes=n_classes, members=members):
+                if self._name not in members:
+                    raise RefusedError(
+                        f"a 'distill_soft' task for a group without {self._name!r}: refused."
+                    )
                 soft = self._trained(n_classes).predict_soft(public.to_numpy())
                 return msg.DistillSoftReply(
                     soft_sum=msg.WireArray.of(soft[dist.SOFT_SUM]),

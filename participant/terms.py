@@ -232,6 +232,10 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
         ):
             if k not in terms.ks:
                 raise _refusal(f"a {spec.kind!r} task for K={k} is outside the job's {_ks(terms)}")
+        case msg.FedCRefFedavgTask(members=group) | msg.DistillSoftTask(members=group) if not (
+            set(group) <= set(terms.participants)
+        ):
+            raise _refusal(f"a {spec.kind!r} task names a group outside the job's participants")
         case msg.StatisticTask(name=name) if name not in algorithms.get(terms.algorithm).statistics:
             raise _refusal(f"a {terms.algorithm!r} job asks no {name!r} statistic")
         case msg.FedCRefInitTask(k=k, k_max=k_max):
@@ -259,10 +263,12 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
 
 
 def _small_group(spec: msg.TaskSpec) -> bool:
-    """A model-based group sum the drivers send in the clear whatever the protection."""
-    if isinstance(spec, msg.FedCRefFedavgTask):
+    """A model-based group sum the drivers send in the clear whatever the protection: one
+    whose group (``members``, named in the task and checked against the job's participants)
+    has fewer than :data:`MIN_MASKED_GROUP`."""
+    if isinstance(spec, msg.FedCRefFedavgTask | msg.DistillSoftTask):
         return len(spec.members) < MIN_MASKED_GROUP
-    return isinstance(spec, msg.DistillSoftTask)
+    return False
 
 
 def _ks(terms: msg.JobCreate) -> str:

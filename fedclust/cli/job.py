@@ -26,7 +26,7 @@ from fedclust.cli._common import (
     protection_help,
     read_init,
 )
-from fedclust.cli._params import add_params_flags, params_from_flags
+from fedclust.cli._params import add_params_flags, check_params_flags, params_from_flags
 from fedclust.progress import SweepProgress
 from fedclust.protocol import algorithms
 from fedclust.protocol.wire.messages import JobCreate, WireArray
@@ -173,7 +173,8 @@ def _job_from_flags(args: argparse.Namespace, participants: Sequence[str]) -> Jo
 def _params_blocks(args: argparse.Namespace) -> dict[str, Any]:
     """The job's parameters block of its algorithm, from the flags made for it
     (``fedclust.cli._params``; a ``--preset`` it does not have refused even without a
-    block); fed-distill's public set from ``--public``."""
+    block; another algorithm's flag refused); fed-distill's public set from ``--public``."""
+    check_params_flags(args, args.algorithm)
     fields = params_from_flags(args, args.algorithm)
     spec = algorithms.get(args.algorithm)
     block, model = spec.params_block, spec.params

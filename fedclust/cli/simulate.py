@@ -1,7 +1,9 @@
 """``fedclust simulate``: a federated K sweep, or a model-based algorithm, in one process.
 
 The computing modules are imported by :func:`run`, after :func:`starting` has been announced,
-so that ``fedclust simulate --help`` and the first line come at once.
+so that ``fedclust simulate --help`` and the first line come at once (but for pydantic: the
+model-based algorithms' job parameters are flags made from their parameters models,
+``fedclust.cli._params``, with the simulator's defaults, ``fedclust.deep_setups``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from fedclust.cli._common import (
     protection_help,
     read_init,
 )
+from fedclust.cli._params import add_params_flags, check_params_flags, params_from_flags, shown
 from fedclust.data import SYNTHETIC
+from fedclust.deep_setups import DATASETS, SETUPS, job_defaults
 from fedclust.protocol import algorithms
 
 
@@ -131,13 +135,11 @@ def _class_range(text: str) -> tuple[int, int]:
 _DISTILL = ("fed-distill",)
 _FEDCREF = ("fedcref",)
 _MODEL = algorithms.names("model")
-# The model-based flags: (flag, type or choices, metavar, algorithms that take it, help).
-# Their argparse default is None; deep_simulate resolves the defaults the help states.
-_DEEP_OPTIONS: tuple[tuple[str, Any, str | None, tuple[str, ...], str], ...] = (
-    ("--preset", ("code", "paper"), None, _MODEL,
-     "code (default: the project's quick set-up on digits, the authors' code's training) or "
-     "paper (the paper's data set, scale and hyper-parameters; docs/fedcref.md, "
-     "docs/fed-distill.md); a flag given overrides the preset's value"),
+# The simulator's own flags of the model-based algorithms (its federation and device; the
+# job's parameters are the flags made from the parameters models, fedclust.cli._params):
+# (flag, type, metavar, algorithms that take it, help). Their argparse default is None;
+# deep_simulate resolves the defaults the help states (fedclust.deep_setups.SETUPS).
+_DEEP_OPTIONS: tuple[tuple[str, Any, str, tuple[str, ...], str], ...] = (
     ("--device", str, "DEVICE", _MODEL,
      "where the participants train: auto (a CUDA GPU when torch sees one, else the CPU; "
      "default), cpu, cuda or cuda:N"),
@@ -148,42 +150,11 @@ _DEEP_OPTIONS: tuple[tuple[str, Any, str | None, tuple[str, ...], str], ...] = (
     ("--classes-per-group", int, "K", _DISTILL,
      "classes per group, a distinct random set each (default 3)"),
     ("--public-per-class", int, "N", _DISTILL, "unlabelled public images per class (default 20)"),
-    ("--distance-threshold", float, "D", _DISTILL,
-     "Ward merge distance at which grouping stops (default 2)"),
-    ("--temperature", float, "T", _DISTILL, "distillation temperature (default 0.1)"),
-    ("--distill-epochs", int, "E", _DISTILL,
-     "distillation epochs (default 30 with an MLP on digits; 50, the paper's, with a CNN on "
-     "mnist)"),
-    ("--learning-rate", float, "LR", _DISTILL,
-     "Adam's learning rate, local and distillation (default 1e-3; paper preset 1e-4)"),
-    ("--batch-size", int, "B", _DISTILL,
-     "batch size, local and distillation (default: the authors' code's 32 and 64; paper "
-     "preset 128)"),
-    ("--mode", ("clustered", "global", "local"), None, _DISTILL,
-     "clustered (the paper, default), global (FedDF-style, one teacher) or local (no "
-     "sharing)"),
     ("--clients", int, "C", _FEDCREF, "clients (default 8)"),
     ("--classes-per-client", _class_range, "A:B", _FEDCREF,
      "each client holds A..B random classes (default 2:4)"),
     ("--dirtiness", float, "D", _FEDCREF,
-     "probability of mislabelling a row in the simulated initial clustering (default 0)"),
-    ("--initial", ("dirty", "kmeans"), None, _FEDCREF,
-     "initial local clustering: dirty (simulated from the labels, default) or kmeans "
-     "(k-means on an autoencoder code, K_i by silhouette)"),
-    ("--theta", float, "THETA", _FEDCREF,
-     "association threshold of eq. 2 (default 0.2, the paper's, on mnist; 0.55 on digits, "
-     "whose clusters of tens of rows score higher)"),
-    ("--tau", float, "TAU", _FEDCREF,
-     "a client freezes when consecutive assignments agree >= tau (default 0.8)"),
-    ("--fedavg-rounds", int, "R", _FEDCREF, "FedAvg rounds per group per iteration (default 15)"),
-    ("--max-iterations", int, "I", _FEDCREF, "the most iterations (default 3)"),
-    ("--refine-with", ("groups", "all"), None, _FEDCREF,
-     "federated models a client refines with: every group's (default, the authors' code) "
-     "or its own groups' only"),
-    ("--local-epochs", int, "E", _MODEL,
-     "most local training epochs, early stopping (fedcref: default 60, paper preset 20, "
-     "clusters of tens of rows need the extra steps; fed-distill: default 30, paper preset "
-     "25)"),
+     "probability of mislabelling a row of --initial labels (default 0)"),
     ("--param-bound", float, "B", _FEDCREF,
      "with masking: declared bound on |model parameter| (default 100); the masked field "
      "n*theta is bounded by B times the largest client's rows"),
@@ -202,6 +173,31 @@ _SWEEP_ONLY = {
 }
 
 
+def _applied(algorithm: str, field: str) -> str | None:
+    """The default of a parameter the simulator applies (``deep_setups.job_defaults``), by
+    preset and data set where they differ; None where it is the model's everywhere."""
+    params = algorithms.get(algorithm).params
+    if params is None or algorithm not in SETUPS:  # not simulated here: the model's
+        return None
+    info = params.model_fields[field]
+    model = None if info.is_required() else info.default
+    by_preset = {
+        preset: {d: job_defaults(algorithm, preset, d).get(field, model) for d in DATASETS}
+        for preset in SETUPS[algorithm]
+    }
+    if all(v == model for values in by_preset.values() for v in values.values()):
+        return None
+    texts = {
+        preset: shown(values[DATASETS[0]]) if len(set(map(repr, values.values()))) == 1
+        else ", ".join(f"{shown(v)} on {d}" for d, v in values.items())
+        for preset, values in by_preset.items()
+    }
+    first, *others = texts
+    return "; ".join(
+        [texts[first], *(f"{p} preset {texts[p]}" for p in others if texts[p] != texts[first])]
+    )
+
+
 def _add_deep_arguments(sim: argparse.ArgumentParser) -> None:
     deep = sim.add_argument_group(
         "model-based algorithms (fedcref, fed-distill)",
@@ -211,15 +207,19 @@ def _add_deep_arguments(sim: argparse.ArgumentParser) -> None:
         "is simulated from the labelled images; --seed (default 0) fixes data split, "
         "training and grouping. --protection "
         "masking (default) masks every group sum of >= 3 members; none sums in the clear. "
-        "fedcref also takes --alpha (eq. 2 percentile, default 75). The sweep flags (--k, "
-        "--k-range, --data, ...) do not apply.",
+        "The job's parameters are the flags of the fed-distill and fedcref groups below (as "
+        "fedclust job submit's); fedcref also takes --alpha (eq. 2 percentile, default 75). "
+        "The sweep flags (--k, --k-range, --data, ...) do not apply.",
     )
     for flag, kind, metavar, owners, text in _DEEP_OPTIONS:
         prefix = "" if len(owners) > 1 else f"{owners[0]}: "
-        if isinstance(kind, tuple):
-            deep.add_argument(flag, choices=kind, help=prefix + text)
-        else:
-            deep.add_argument(flag, type=kind, metavar=metavar, help=prefix + text)
+        deep.add_argument(flag, type=kind, metavar=metavar, help=prefix + text)
+    add_params_flags(
+        sim, defaults=_applied, synonyms={"--initial": {"dirty": "labels"}},
+        preset_help="code (default: the project's quick set-up on digits, the authors' code's "
+        "training) or paper (the paper's data set, scale and hyper-parameters; "
+        "docs/fedcref.md, docs/fed-distill.md); a flag given overrides the preset's value",
+    )
 
 
 def _check_deep_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -234,6 +234,7 @@ def _check_deep_flags(args: argparse.Namespace, parser: argparse.ArgumentParser)
                 f"{flag[dest]} applies only to --algorithm {' or '.join(owners)}, not "
                 f"{algorithm}"
             )
+    check_params_flags(args, algorithm)
     if algorithms.get(algorithm).family != "model":
         if args.k is None and args.k_range is None:
             raise ValueError(f"--algorithm {algorithm} needs --k or --k-range")
@@ -254,15 +255,12 @@ def _simulate_deep(args: argparse.Namespace) -> int:
 
     given = {dest: getattr(args, dest) for dest, owners in _DEEP_FLAGS.items()
              if args.algorithm in owners and getattr(args, dest) is not None}
-    seed = 0 if args.seed is None else args.seed
-    if args.algorithm == "fedcref":
-        if args.alpha is not None:
-            given["alpha"] = args.alpha
-        doc = ds.simulate_fedcref(args.dataset, protection=args.protection, seed=seed, **given)
-    else:
-        doc = ds.simulate_fed_distill(
-            args.dataset, protection=args.protection, seed=seed, **given
-        )
+    run = ds.simulate_fedcref if args.algorithm == "fedcref" else ds.simulate_fed_distill
+    doc = run(
+        args.dataset, preset=args.preset or "code", seed=0 if args.seed is None else args.seed,
+        params=params_from_flags(args, args.algorithm, preset=False),
+        protection=args.protection, **given,
+    )
     if args.json:
         print(doc.model_dump_json(indent=2))
     else:
@@ -312,7 +310,13 @@ def run(args: argparse.Namespace) -> int:
             args.init, algorithm=args.algorithm, k=args.k,
             n_features=federation.parts[0].shape[1], feature_names=federation.feature_names,
         )
-    spec = _valid_job(lambda: job_spec(federation, **params))
+    # A sweep's own parameters (a registered model's flags and --preset), if given.
+    fields, model = params_from_flags(args, args.algorithm), algorithms.get(args.algorithm).params
+    spec = _valid_job(lambda: job_spec(
+        federation, **params, params=model(**fields) if model is not None and fields else None
+    ))
+    if model is not None and fields:
+        params["params"] = spec.algorithm_params
     if args.transport == "asgi":
         from fedclust.inprocess import run_in_process
 

@@ -1,17 +1,17 @@
 """A FedCRef participant (Nardi, Valerio & Passarella): its rows, local clusters and models.
 
 :class:`FedCRefLocal` keeps the rows X (in [0, 1]), the current local assignment and one
-autoencoder per local cluster. It answers the driver (``coordinator.fedcref``) with models as
-flat float32 vectors, association scores (eq. 2), FedAvg contributions as sums (n·θ and n)
-and, after refinement (Algorithm 2), the agreement of its consecutive assignments. Rows,
-labels and per-sample errors never leave it. Initial clustering (``initial``): ``"kmeans"``
-(k-means, 10 restarts, on a 32-d autoencoder code; K_i = ``k`` or by silhouette over
-2..``k_max``), ``"labels"`` or ``"dirty"`` (``protocol.maths.fedcref.dirty_labels``). Every
-local model starts from the same weights (:data:`COMMON_INIT_SEED`); refinement drops
-clusters under ``min_cluster_size`` rows. ``y_true`` serves only the simulator's evaluation
-and the dirty clustering; nothing derived from it reaches the driver. The local-only baseline
-(:meth:`FedCRefLocal.refine_alone`, :func:`local_only_baseline`) runs the same local steps
-with no federation.
+autoencoder per local cluster. Through ``participant.fedcref_tasks`` it answers the driver's
+tasks (``coordinator.fedcref``) with models as flat float32 vectors, association scores (eq.
+2), FedAvg contributions as sums (n·θ and n) and, after refinement (Algorithm 2), the agreement
+of its consecutive assignments. Rows, labels and per-sample errors never leave it. Initial
+clustering (``initial``): ``"kmeans"`` (k-means, 10 restarts, on a 32-d autoencoder code; K_i =
+``k`` or by silhouette over 2..``k_max``), ``"labels"`` or ``"dirty"``
+(``protocol.maths.fedcref.dirty_labels``). Every local model starts from the same weights
+(:data:`COMMON_INIT_SEED`); refinement drops clusters under ``min_cluster_size`` rows.
+``y_true`` serves only the simulator's evaluation and the dirty clustering; nothing derived
+from it reaches the driver. The local-only baseline (:meth:`FedCRefLocal.refine_alone`,
+:func:`local_only_baseline`) runs the same local steps with no federation.
 
 Design notes: ``docs/fedcref.md`` (§ A participant).
 """

@@ -4,11 +4,11 @@ imports no pydantic (the command line's first line comes before it)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from fedclust.core.models import Strict, WireArray
+from fedclust.core.models import Flag, Strict, WireArray
 
 
 class DistillParams(Strict):
@@ -23,7 +23,9 @@ class DistillParams(Strict):
         default=2.0, gt=0.0, description="Ward merge distance at which grouping stops."
     )
     temperature: float = Field(default=0.1, gt=0.0, le=1000.0, description="Distillation T.")
-    epochs: int = Field(default=30, ge=0, le=10_000, description="Distillation epochs.")
+    epochs: Annotated[int, Flag("--distill-epochs")] = Field(
+        default=30, ge=0, le=10_000, description="Distillation epochs."
+    )
     local_epochs: int = Field(
         default=30, ge=1, le=10_000,
         description="Most local training epochs (early stopping, patience 3).",

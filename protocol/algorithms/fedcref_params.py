@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from fedclust.core.models import Strict
+from fedclust.core.models import Flag, Strict
 
 #: Encoder widths (the decoder mirrors them): 1 to 8 layers.
 Hidden = Annotated[
@@ -22,7 +22,7 @@ class FedCRefParams(Strict):
     Every participant's rows must be scaled to [0, 1] (the autoencoders' sigmoid output).
     """
 
-    hidden: Hidden = Field(
+    hidden: Annotated[Hidden, Flag(metavar="H")] = Field(
         default=(100, 64, 32), description="Encoder widths; the decoder mirrors them."
     )
     initial: Literal["kmeans", "labels"] = Field(
@@ -35,7 +35,7 @@ class FedCRefParams(Strict):
         description="K_i of every participant's k-means; absent: chosen by the silhouette.",
     )
     k_max: int = Field(default=6, ge=2, le=1000, description="Largest K_i the silhouette tries.")
-    epochs: int = Field(
+    epochs: Annotated[int, Flag(aliases=("--local-epochs",))] = Field(
         default=20, ge=0, le=10_000,
         description="Local training epochs (early stopping); the paper's 20 (clusters of 500 "
         "images); clusters of tens of rows need ~60.",

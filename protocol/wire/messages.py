@@ -58,8 +58,9 @@ from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
 #: 3: the terms carry ``feature_names`` and ``init``; fed-distill's training tasks their
 #: epochs, learning rate and batch size; the ``kfed_dennis_centers`` task.
+#: 4: ``distill_soft`` names the group it is summed in (``members``).
 #: Jobs stored by a coordinator of an earlier version do not resume under this one.
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 #: The most values a job's ``init`` (its K initial centers) holds.
 MAX_INIT_VALUES: Final = 1_000_000
 #: Largest request body a service reads (the largest array, base64, fits with room to spare).
@@ -324,11 +325,19 @@ class DistillCountsTask(_Strict):
 
 class DistillSoftTask(_Strict):
     """The softmax probabilities on ``public`` (n_public, n_classes) and members = [1]:
-    a sum-type statistic, summed within a group (masked when the group has >= 3 members)."""
+    a sum-type statistic, summed within the group ``members`` (masked when it has >= 3; a
+    participant answers a bare one only for a group under 3 that names it)."""
 
     kind: Literal["distill_soft"] = "distill_soft"
     public: WireArray
     n_classes: int = Field(ge=2, le=10_000)
+    members: list[Identifier] = Field(min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> DistillSoftTask:
+        if len(set(self.members)) != len(self.members):
+            raise ValueError("members must be distinct")
+        return self
 
 
 class DistillStepTask(_Strict):
@@ -601,7 +610,7 @@ TaskSpec = Annotated[
 class Task(_Strict):
     """One unit of work for one participant; ``task_id`` counts that participant's tasks."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     algorithm: AnyAlgorithm
@@ -957,7 +966,7 @@ REPLY_KIND: Final[dict[str, str]] = {
 class Contribution(_Strict):
     """A participant's answer to one task."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     reply: Reply
@@ -971,7 +980,7 @@ class CountReport(_Strict):
     releases a total over a roster outside it, so a coordinator cannot count it among
     members it did not admit."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     count: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -980,7 +989,7 @@ class CountReport(_Strict):
 class CountRoster(_Strict):
     """The coordinator tells the counting service which participants take part in a job."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     participants: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -1000,7 +1009,7 @@ class PaillierContribution(_Strict):
     job is not within it (none given: nothing is), and the round is decrypted only over
     contributors within every contributor's admitted roster."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -1013,7 +1022,7 @@ class CohortNotice(_Strict):
     released, and refuses it (409) when, with the cohorts released before, it would make a
     statistic of fewer than the minimum cohort derivable."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -1027,7 +1036,7 @@ class UnmaskView(_Strict):
     survivors also pass the differencing guard as a released cohort, as a
     :class:`CohortNotice` does."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     setup: int = Field(ge=1, le=MAX_WIRE_INT)
     round: int = Field(ge=1, le=MAX_WIRE_INT)
@@ -1042,7 +1051,7 @@ class PaillierDecryptRequest(_Strict):
     round, at least the minimum cohort; every field's ``n_contributions`` must match them.
     """
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
@@ -1449,7 +1458,7 @@ class ResultDocument(_Strict):
 class Enrolment(_Strict):
     """A participant agent announces itself: its schema width and what its policy allows."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     n_features: int = Field(ge=1, le=100_000)
     allowed_algorithms: list[AnyAlgorithm] = Field(min_length=1)
     agent_version: str = Field(default="", max_length=64)

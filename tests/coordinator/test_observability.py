@@ -51,7 +51,8 @@ class HealthyCounting(FakeCounting):
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/v1/health":
-            return httpx.Response(200, json={"status": "ok", "protocol_version": 3})
+            health = {"status": "ok", "protocol_version": msg.PROTOCOL_VERSION}
+            return httpx.Response(200, json=health)
         return super().handler(request)
 
 

@@ -105,7 +105,11 @@ def _spy_on_the_service_sum(
         calls.append(call)
         if compare:
             assert isinstance(total, msg.DistillSoftReply)
-            soft = [p.answer(statistic) for p in participants]  # each in the clear
+            # each in the clear, as its own group of one (a bare task for the whole group
+            # is refused under masking)
+            assert isinstance(statistic, msg.DistillSoftTask)
+            soft = [p.answer(statistic.model_copy(update={"members": [p.name]}))
+                    for p in participants]
             assert all(isinstance(r, msg.DistillSoftReply) for r in soft)
             plain = {SOFT_SUM: np.sum([r.soft_sum.to_numpy() for r in soft], axis=0),
                      COUNT: np.sum([r.members.to_numpy() for r in soft], axis=0)}

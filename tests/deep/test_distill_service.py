@@ -14,6 +14,7 @@ from fedclust import deep_simulate as ds  # noqa: E402
 from fedclust.client import AnalystClient  # noqa: E402
 from fedclust.coordinator.distillation import run_fed_distill  # noqa: E402
 from fedclust.coordinator.secure_sum import MaskedSummation  # noqa: E402
+from fedclust.core.errors import RefusedError  # noqa: E402
 from fedclust.data.federations import Federation  # noqa: E402
 from fedclust.inprocess import run_in_process  # noqa: E402
 from fedclust.participant import dispatch  # noqa: E402
@@ -150,7 +151,7 @@ def test_labels_come_from_the_label_column_and_are_needed(tmp_path: Path) -> Non
     assert isinstance(reply, msg.RefusalReply) and "label_column" in reply.reason
     untrained = DistillTasks(source.load(), source.load_labels(), name="p")
     reply = dispatch.answer(_local(untrained, source.load()), msg.DistillSoftTask(
-        public=msg.WireArray.of(source.load()), n_classes=3))
+        public=msg.WireArray.of(source.load()), n_classes=3, members=["p"]))
     assert isinstance(reply, msg.RefusalReply) and "no trained classifier" in reply.reason
 
 
@@ -190,7 +191,7 @@ def test_a_restarted_agent_resumes_with_its_saved_classifier(tmp_path: Path) -> 
     store = tmp_path / "job-1.distill.npz"
     before = DistillTasks(X, y.astype(np.int64), name="p", store=store)
     before.answer(msg.DistillTrainTask(seed=3, n_classes=2))
-    soft = msg.DistillSoftTask(public=public, n_classes=2)
+    soft = msg.DistillSoftTask(public=public, n_classes=2, members=["p"])
     expected = before.answer(soft)
     assert store.exists()
     # A new agent process: nothing in memory, the saved classifier on disk.
@@ -202,6 +203,18 @@ def test_a_restarted_agent_resumes_with_its_saved_classifier(tmp_path: Path) -> 
     damaged = DistillTasks(X, y.astype(np.int64), name="p", store=store)
     reply = dispatch.answer(_local(damaged, X), soft)
     assert isinstance(reply, msg.RefusalReply) and "damaged" in reply.reason
+
+
+def test_soft_predictions_are_given_only_to_a_group_that_names_the_participant() -> None:
+    rng = np.random.default_rng(1)
+    X, y = rng.random((30, 4)), np.repeat([0, 1], 15).astype(np.int64)
+    tasks = DistillTasks(X, y, name="p")
+    tasks.answer(msg.DistillTrainTask(seed=1, n_classes=2))
+    public = msg.WireArray.of(rng.random((5, 4)))
+    reply = tasks.answer(msg.DistillSoftTask(public=public, n_classes=2, members=["p", "q"]))
+    assert isinstance(reply, msg.DistillSoftReply)
+    with pytest.raises(RefusedError, match="for a group without 'p'"):
+        tasks.answer(msg.DistillSoftTask(public=public, n_classes=2, members=["q", "r"]))
 
 
 def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path) -> None:

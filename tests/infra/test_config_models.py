@@ -126,3 +126,16 @@ def test_the_counting_service_refuses_a_participant_twice_or_sharing_a_token() -
     shared = {"id": "p", "token_sha256": DIGEST}
     with pytest.raises(ValueError, match=r"^participant 'p' shares a token"):
         CountingSettings._from_mapping({**COUNTING, "participants": [shared]}, base=Path.cwd())
+
+
+def test_only_a_given_counting_database_url_resolves_against_the_files_folder(
+    tmp_path: Path,
+) -> None:
+    """The default ``sqlite:///counting.db`` stays in the working directory, where earlier
+    versions kept it (moving it would start an upgraded service on an empty database)."""
+    default = CountingSettings._from_mapping(COUNTING, base=tmp_path)
+    assert default.database_url == "sqlite:///counting.db"
+    given = CountingSettings._from_mapping(
+        merged(COUNTING, "counting", database_url="sqlite:///state/c.db"), base=tmp_path
+    )
+    assert given.database_url == f"sqlite:///{tmp_path / 'state' / 'c.db'}"

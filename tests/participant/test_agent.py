@@ -649,12 +649,14 @@ def test_a_placeholder_token_is_refused_at_start_up(tmp_path: Path, placeholder:
 def test_an_unreadable_task_is_refused_with_the_reason(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
-    future = {"protocol_version": 4, "job_id": JOB, "task_id": 0, "algorithm": "ffcm",
-              "spec": {"kind": "teleport"}}
+    future = {"protocol_version": msg.PROTOCOL_VERSION + 1, "job_id": JOB, "task_id": 0,
+              "algorithm": "ffcm", "spec": {"kind": "teleport"}}
     fake = run(write_config(tmp_path), [future], counting)
     reply = fake.replies()[0]
     assert isinstance(reply, msg.RefusalReply)
-    assert reply.reason.startswith("this agent cannot read the task (protocol version 3)")
+    assert reply.reason.startswith(
+        f"this agent cannot read the task (protocol version {msg.PROTOCOL_VERSION})"
+    )
     assert "protocol_version" in reply.reason
 
 

@@ -220,6 +220,16 @@ OWN = OwnBounds.of(Declaration(64, 1.0, False, False, False), 2)
 FCM = msg.FcmSumsTask(centers=_wire((2, 2)), m=2.0)
 MASKED_FCM = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=FCM, encoding=_encoding(FCM))
 SETUP = msg.SecureSetupTask(roster=ROSTER, threshold=2, identities={})
+#: A masked fed-distill job over :data:`ROSTER` and its soft-prediction task for ``group``.
+DISTILL = {"algorithm": "fed-distill", "k_range": None, "standardise": False,
+           "local_k_range": None, "protection": "masking",
+           "distill": {"public": _wire((3, 2)).model_dump(), "n_classes": 2}}
+FEDCREF = {"algorithm": "fedcref", "k_range": None, "standardise": False, "local_k_range": None,
+           "protection": "masking"}
+
+
+def _soft(*group: str) -> msg.DistillSoftTask:
+    return msg.DistillSoftTask(public=_wire((3, 2)), n_classes=2, members=list(group))
 
 
 @pytest.mark.parametrize(
@@ -246,22 +256,31 @@ SETUP = msg.SecureSetupTask(roster=ROSTER, threshold=2, identities={})
          msg.ApplyStandardisationTask(mean=_wire((2,)), scale=_wire((2,))),
          "does not standardise"),
         ({"standardise": False}, "ffcm", msg.MomentSumsTask(), None),  # the initial box
-        ({"algorithm": "fedcref", "k_range": None, "standardise": False, "local_k_range": None,
-          "protection": "masking"}, "fedcref",
+        (dict(FEDCREF), "fedcref",
          msg.FedCRefFedavgTask(n_params=1, members={p: [0] for p in ROSTER},
                                seeds={p: 0 for p in ROSTER}, epochs=1),
          "a bare 'fedcref_fedavg' sum"),
-        ({"algorithm": "fedcref", "k_range": None, "standardise": False, "local_k_range": None,
-          "protection": "masking"}, "fedcref",
+        (dict(FEDCREF), "fedcref",
          msg.FedCRefFedavgTask(n_params=1, members={ME: [0]}, seeds={ME: 0}, epochs=1),
          None),  # a group too small to mask travels in the clear, as the job's result says
+        (dict(FEDCREF), "fedcref",
+         msg.FedCRefFedavgTask(n_params=1, members={ME: [0], "invented": [0]},
+                               seeds={ME: 0, "invented": 0}, epochs=1),
+         "names a group outside the job's participants"),
+        # A cheating coordinator asking one member's soft predictions in the clear must claim
+        # a group of under 3 of the job's participants, in the task the participant logs.
+        (dict(DISTILL), "fed-distill", _soft(*ROSTER), "a bare 'distill_soft' sum"),
+        (dict(DISTILL), "fed-distill", _soft(ME, ROSTER[1]), None),
+        (dict(DISTILL), "fed-distill", _soft(ME, "invented"),
+         "names a group outside the job's participants"),
     ],
     ids=["masked-sum", "masking-setup", "paillier-no-masking", "none-no-stages", "none-bare",
          "other-algorithm", "other-kind", "k-outside", "dennis-not-kfed-kind",
          "kfed-not-dennis-kind", "dennis-k-outside", "dennis-k-inside", "centers-outside",
          "no-standardise",
          "moments-for-the-box",
-         "fedavg-bare-group", "fedavg-small-group"],
+         "fedavg-bare-group", "fedavg-small-group", "fedavg-invented-member",
+         "soft-bare-group", "soft-small-group", "soft-invented-member"],
 )
 def test_require_task(
     fields: dict[str, Any], algorithm: str, spec: Any, refused: str | None
