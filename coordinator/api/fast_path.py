@@ -20,10 +20,12 @@ import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, TypeVar
 
-from fastapi import Request, Response
+from fastapi import HTTPException, Request, Response, status
 from fastapi.routing import APIRoute
 
-__all__ = ["FastPath", "FastPathRoute", "canonical_query", "fast_path", "json_body"]
+__all__ = [
+    "FastPath", "FastPathRoute", "body_bytes", "canonical_query", "fast_path", "json_body",
+]
 
 #: A fast path: the response, or None to leave the request to FastAPI's handler.
 FastPath = Callable[[Request], Awaitable[Response | None]]
@@ -87,3 +89,16 @@ def json_body(request: Request) -> bool:
         content_type is not None
         and content_type.partition(";")[0].strip().lower() == "application/json"
     )
+
+
+async def body_bytes(request: Request) -> bytes:
+    """The request's body, read as FastAPI's handler reads it: an error while it arrives
+    (the client gone, the body guard's limit passed as it streams) answers 400."""
+    try:
+        return await request.body()
+    except HTTPException:
+        raise
+    except Exception as exc:  # FastAPI's handler answers these so
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, "There was an error parsing the body"
+        ) from exc

@@ -32,6 +32,7 @@ from fedclust.coordinator.api.deps import (
 )
 from fedclust.coordinator.api.fast_path import (
     FastPathRoute,
+    body_bytes,
     canonical_query,
     fast_path,
     json_body,
@@ -258,7 +259,7 @@ async def _answer_task_fast(request: Request) -> Response | None:
     ):
         return None
     try:
-        body = Contribution.model_validate_json(await request.body())
+        body = Contribution.model_validate_json(await body_bytes(request))
     except ValidationError:
         return None
     participant = await participant_caller(request)

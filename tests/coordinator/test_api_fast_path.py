@@ -7,6 +7,7 @@ same status, body and challenge.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from fedclust.coordinator.api import fast_path
 from fedclust.coordinator.api.fast_path import FastPathRoute, canonical_query
+from fedclust.infra import app as app_skeleton
 from fedclust.protocol.wire import messages as msg
 from tests.coordinator._service import (
     ANALYST,
@@ -125,6 +127,28 @@ def test_fast_paths_answer_as_fastapi_does(tmp_path: Path) -> None:
         assert got == expected, request[:2]
     statuses = {status for status, _, _ in fast}
     assert {204, 401, 403, 404, 422} <= statuses  # the list reaches every outcome
+
+
+def test_a_streamed_body_over_the_limit_is_answered_as_fastapi_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(app_skeleton, "MAX_BODY_BYTES", 1000)
+
+    def chunks() -> Iterator[bytes]:
+        yield contribution()
+        for _ in range(20):
+            yield b" " * 100
+
+    answers = []
+    for name, paths in (("fast", fast_path._FAST_PATHS), ("plain", {})):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(fast_path, "_FAST_PATHS", paths)
+            with running_app(tmp_path / name, FakeCounting()) as client:
+                response = client.post(f"{API}/jobs/nojob/tasks/3/answer?wait=0",
+                                       content=chunks(), headers={**ME, **JSON})
+                answers.append((response.status_code, response.json()))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 400
 
 
 def test_a_request_the_fast_path_declines_reaches_fastapi_with_its_body() -> None:
