@@ -4,9 +4,11 @@ One ``ffcm`` job at a fixed K, run as ``core`` (the in-process simulator), ``ser
 real coordinator and counting apps over ASGI with agents as threads; ``--http``: separate
 uvicorn processes on loopback, with the coordinator's CPU time per round) and ``floor``
 (:mod:`benchmarks._floor`: a bare FastAPI round of the same shape). Per round =
-(T(2R) − T(R)) / R, variants interleaved, at least 5 repetitions; prints medians and the
-overhead service − core with its range. ``TMPDIR=/dev/shm`` keeps the audit logs' fsyncs off
-a shared disk.
+(T(2R) − T(R)) / R, variants interleaved after a warm-up (then ``gc.freeze()``), at least 5
+repetitions; prints medians and the overhead service − core with its range, and the CPU per
+round of the service and the floor (in process: this process's CPU time while each runs, the
+agents' and the floor's clients' included). ``TMPDIR=/dev/shm`` keeps the audit logs' fsyncs
+off a shared disk.
 
 Run: ``python -m benchmarks.bench_protocol_overhead [--participants 30 300] [--rows 500]``
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import os
 import subprocess
 import sys
@@ -219,25 +222,34 @@ def service(files: FederationFiles, http: bool) -> Iterator[Service]:
 
 
 def per_round(
-    run: Callable[[int], float], rounds: int, pid: int | None
+    run: Callable[[int], float], rounds: int, clock: Callable[[], float] | None
 ) -> tuple[float, float | None]:
     """Seconds per round of ``run`` (which runs that many rounds and returns its seconds) by
-    (T(2R) - T(R)) / R, and the CPU per round of process ``pid`` by the same difference."""
-    cpu = [process_cpu(pid)] if pid is not None else []
+    (T(2R) - T(R)) / R, and the CPU seconds per round that ``clock`` counts (a process's
+    CPU time) by the same difference."""
+    cpu = [clock()] if clock is not None else []
     long = run(2 * rounds)
-    cpu += [process_cpu(pid)] if pid is not None else []
+    cpu += [clock()] if clock is not None else []
     short = run(rounds)
-    if pid is None:
+    if clock is None:
         return (long - short) / rounds, None
-    cpu.append(process_cpu(pid))
+    cpu.append(clock())
     return (long - short) / rounds, ((cpu[1] - cpu[0]) - (cpu[2] - cpu[1])) / rounds
+
+
+def _cpu_of(pid: int | None) -> Callable[[], float]:
+    """The CPU clock of process ``pid``; None: this process's (in-process mode: the service
+    or the floor with its clients, whichever runs)."""
+    return time.process_time if pid is None else lambda: process_cpu(pid)
 
 
 def measure(
     n: int, rows: int, rounds: int, repeats: int, seed: int, http: bool
 ) -> dict[str, Timing]:
-    """Per-round seconds of core, service, their difference and the floor, and the ratio
-    service / floor; one sample per repetition."""
+    """Per-round seconds of core, service, their difference and the floor, the CPU per
+    round of the service and the floor (with ``http`` their processes', else this whole
+    process's while each runs), and the ratios service / floor; one sample per
+    repetition."""
     parts = make_parts(n, rows, seed)
     names = [f"p{i}" for i in range(n)]
     specs = {r: spec_for(names, r, seed) for r in (rounds, 2 * rounds)}
@@ -253,16 +265,28 @@ def measure(
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         files = write_files(Path(tmp), parts)
         with service(files, http) as served_by:
+            # Warm up every variant (numba's compilation, the first job's imports), then
+            # keep the collector off what exists by now: a full collection traverses every
+            # object of this process (the agents', the apps', numba's: ~140 ms at 30
+            # participants), charged to whichever variant happens to run.
+            time_core(parts, specs[rounds])
+            time_job(served_by.client, specs[rounds])
+            served_by.floor.rounds(rounds)
+            gc.collect()
+            gc.freeze()
             for _ in range(max(repeats, MIN_REPEATS)):
                 core, _ = per_round(lambda r: time_core(parts, specs[r]), rounds, None)
                 served, work = per_round(
                     lambda r: time_job(served_by.client, specs[r]), rounds,
-                    served_by.coordinator_pid,
+                    _cpu_of(served_by.coordinator_pid),
                 )
-                floor, floor_work = per_round(floor_rounds, rounds, served_by.floor_pid)
-                if work is not None and floor_work is not None:
-                    samples.setdefault("coordinator CPU", []).append(work)
-                    samples.setdefault("floor CPU", []).append(floor_work)
+                floor, floor_work = per_round(
+                    floor_rounds, rounds, _cpu_of(served_by.floor_pid)
+                )
+                assert work is not None and floor_work is not None
+                samples.setdefault("coordinator CPU" if http else "service CPU", []).append(work)
+                samples.setdefault("floor CPU", []).append(floor_work)
+                samples.setdefault("CPU / floor CPU", []).append(work / floor_work)
                 samples["core"].append(core)
                 samples["service"].append(served)
                 samples["overhead"].append(served - core)
@@ -286,15 +310,14 @@ def main() -> None:
           f"{'loopback HTTP' if args.http else 'in-process HTTP (ASGI)'}; per round = "
           f"(T({2 * R} rounds) - T({R} rounds)) / {R}; median [range] of "
           f"{max(args.repeats, MIN_REPEATS)} interleaved repetitions, ms")
-    columns = ["core", "service", "overhead", "floor"] + (
-        ["coordinator CPU", "floor CPU"] if args.http else []
-    )
-    print(f"{'participants':>12}" + "".join(f"  {name:>22}" for name in columns)
-          + f"  {'service / floor':>22}")
+    columns = ["core", "service", "overhead", "floor",
+               "coordinator CPU" if args.http else "service CPU", "floor CPU"]
+    ratios = ["service / floor", "CPU / floor CPU"]
+    print(f"{'participants':>12}" + "".join(f"  {name:>22}" for name in columns + ratios))
     for n in args.participants:
         t = measure(n, args.rows, R, args.repeats, args.seed, args.http)
         print(f"{n:>12}" + "".join(f"  {t[name].text(1e-3, 1):>22}" for name in columns)
-              + f"  {t['service / floor'].text(1.0, 2):>22}", flush=True)
+              + "".join(f"  {t[name].text(1.0, 2):>22}" for name in ratios), flush=True)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def create_app(
     metrics = CoordinatorMetrics(lambda: app.state.services and app.state.services.db)
     app = service_app(
         settings,
-        routers=(participants.router, jobs.router, tasks.router, audit.router, admin.router,
+        routers=(tasks.router, participants.router, jobs.router, audit.router, admin.router,
                  participant_results.router, algorithms.router),
         caller=authenticator.caller, body_limits=BODY_LIMITS, public=PUBLIC_BODIES,
         registry=metrics.registry, checks=lambda: _readiness(app),

@@ -107,6 +107,25 @@ class _Live:
     answered: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _SpecForms:
+    """A task spec as stored and served: its JSON document, the same with large values as
+    blob references (``refs``, and as compact text) and those blobs. The tasks of a round
+    share one spec, so it is worked out once per spec."""
+
+    doc: object
+    refs: object
+    refs_json: str
+    blobs: dict[str, bytes]
+
+    @classmethod
+    def of(cls, doc: object) -> _SpecForms:
+        blobs: dict[str, bytes] = {}
+        # As part of a task: the spec itself may become a reference (never the task).
+        refs = externalise(doc, blobs, root=False)
+        return cls(doc=doc, refs=refs, refs_json=_compact(refs), blobs=blobs)
+
+
 def _compact(doc: object) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
@@ -235,8 +254,9 @@ class Broker:
                 stored = live.log.pop((participant, task_id), None)
                 numbered.append((participant, task_id, spec, stored))
         waiter = _Waiter(threading.Condition(self._lock), 0)
+        forms: dict[int, _SpecForms] = {}  # by id(spec): the specs live in ``asked``
         outcomes: list[msg.Reply | TaskTimeoutError | _Open] = [
-            self._prepare(live, participant, task_id, spec, stored, waiter)
+            self._prepare(live, participant, task_id, spec, stored, waiter, forms)
             for participant, task_id, spec, stored in numbered
         ]
         opened = [task for task in outcomes if isinstance(task, _Open)]
@@ -267,20 +287,21 @@ class Broker:
 
     def _prepare(
         self, live: _Live, participant: str, task_id: int, spec: msg.TaskSpec,
-        stored: TaskRecord | None, waiter: _Waiter,
+        stored: TaskRecord | None, waiter: _Waiter, forms: dict[int, _SpecForms],
     ) -> msg.Reply | TaskTimeoutError | _Open:
         """Task ``task_id`` of ``participant``: its stored reply or timeout when the log
-        holds it (its spec must be the stored one), else the task to open (recorded)."""
+        holds it (its spec must be the stored one), else the task to open (recorded).
+        ``forms`` keeps each spec's stored forms for the other tasks of the round."""
         job_id = live.job.id
         task = msg.Task(
             job_id=job_id, task_id=task_id, algorithm=live.job.spec.algorithm, spec=spec
         )
         body = task.model_dump_json()
-        doc = json.loads(body)
-        blobs: dict[str, bytes] = {}
-        with_refs = externalise(doc, blobs)
+        form = forms.get(id(spec))
+        if form is None:
+            form = forms[id(spec)] = _SpecForms.of(json.loads(body)["spec"])
         if stored is not None:
-            if inline(json.loads(stored.spec_json), self._stored_blob) != doc["spec"]:
+            if inline(json.loads(stored.spec_json), self._stored_blob) != form.doc:
                 raise ProtocolError(
                     f"job {job_id!r} cannot resume: task {task_id} of participant "
                     f"{participant!r} differs from the stored one."
@@ -292,13 +313,17 @@ class Broker:
         else:
             record = TaskRecord(
                 job_id=job_id, participant=participant, task_id=task_id, kind=spec.kind,
-                spec_json=_compact(with_refs["spec"]), reply_json=None,
+                spec_json=form.refs_json, reply_json=None,
             )
-            self._journal.add_task(record, blobs)
+            self._journal.add_task(record, form.blobs)
+        body_refs = body
+        if form.blobs:
+            doc = json.loads(body)
+            doc["spec"] = form.refs
+            body_refs = _compact(doc)
         return _Open(
             job_id=job_id, participant=participant, task_id=task_id, spec=spec,
-            body=body.encode(), body_refs=_compact(with_refs).encode() if blobs else body.encode(),
-            blobs=blobs, waiter=waiter,
+            body=body.encode(), body_refs=body_refs.encode(), blobs=form.blobs, waiter=waiter,
         )
 
     def _time_out(self, live: _Live, tasks: list[_Open]) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import httpx
 import numpy as np
@@ -393,7 +394,8 @@ class _Agent:
         self._coordinator = coordinator
         self._counting = counting
         self._audit = audit
-        self._poll_wait = poll_wait
+        # The long poll's query, encoded once (as httpx would encode these params).
+        self._poll_query = urlencode({"wait": poll_wait, "blobs": "true"})
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._states = StateStore(config.state_dir)
@@ -474,8 +476,7 @@ class _Agent:
 
     def _next_task(self) -> msg.Task | None:
         response = self._request(
-            self._coordinator, "GET", "/tasks/next",
-            what="task poll", params={"wait": self._poll_wait, "blobs": "true"},
+            self._coordinator, "GET", f"/tasks/next?{self._poll_query}", what="task poll"
         )
         return self._read_task(response)
 
@@ -847,11 +848,11 @@ class _Agent:
         request (waiting for one up to ``poll_wait``), or None."""
         body = msg.Contribution(job_id=job_id, task_id=task_id, reply=reply)
         response = self._request(
-            self._coordinator, "POST", f"/jobs/{job_id}/tasks/{task_id}/answer",
+            self._coordinator, "POST",
+            f"/jobs/{job_id}/tasks/{task_id}/answer?{self._poll_query}",
             what=f"contribution to job {job_id} task {task_id}",
             body=_Body(body, recipient="coordinator", what="contribution", kind=reply.kind,
                        job=job_id, task_id=task_id),
-            params={"wait": self._poll_wait, "blobs": "true"},
         )
         if response.is_success:
             log.info("job %s task %d: %s reply sent", job_id, task_id, reply.kind)

@@ -45,6 +45,8 @@ __all__ = [
     "ServicesDep",
     "authenticate",
     "error_responses",
+    "get_services",
+    "participant_caller",
     "unprocessable",
 ]
 
@@ -232,7 +234,10 @@ class _Bearer(SecurityBase, Generic[_Role]):
 authenticate: Final = _Bearer(_any)
 Analyst = Annotated[AnalystIdentity, Depends(_Bearer(_analyst))]
 Admin = Annotated[AnalystIdentity, Depends(_Bearer(_admin))]
-CurrentParticipant = Annotated[ParticipantIdentity, Depends(_Bearer(_participant))]
+#: The participant calling (401/403 otherwise), as :data:`CurrentParticipant` resolves it:
+#: ``await participant_caller(request)``.
+participant_caller: Final = _Bearer(_participant)
+CurrentParticipant = Annotated[ParticipantIdentity, Depends(participant_caller)]
 
 _DESCRIPTIONS: Final = {
     401: "No bearer token, or an unknown one",

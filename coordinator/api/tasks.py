@@ -3,21 +3,39 @@ a contribution — or submit one and fetch the next task in one request (``answe
 
 The long poll waits on the event loop, not in a worker thread: the broker calls back when a
 task arrives for the participant, so hundreds of participants can wait at once.
+
+``next_task`` and ``answer_task``, which every participant calls once per round, have fast
+paths (:mod:`coordinator.api.fast_path`): a request in its plain form (the parameters as the
+agents send them, a JSON contribution parsed once from its bytes) is answered without
+FastAPI's dependency solving, by the same functions; any other goes to FastAPI's handler.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+import re
+import threading
+import weakref
+from typing import Annotated, Any, ClassVar, Final
 
-from fastapi import APIRouter, HTTPException, Path, Query, Response, status
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response, status
+from pydantic import ValidationError
 
 from fedclust.coordinator.api.deps import (
     CurrentParticipant,
     Services,
     ServicesDep,
     error_responses,
+    get_services,
+    participant_caller,
     unprocessable,
+)
+from fedclust.coordinator.api.fast_path import (
+    FastPathRoute,
+    body_bytes,
+    canonical_query,
+    fast_path,
+    json_body,
 )
 from fedclust.coordinator.broker import Broker, ContributionRejectedError
 from fedclust.protocol.wire.messages import (
@@ -29,7 +47,7 @@ from fedclust.protocol.wire.messages import (
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["tasks"])
+router = APIRouter(tags=["tasks"], route_class=FastPathRoute)
 
 
 JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -43,6 +61,26 @@ Blobs = Annotated[
 _NEXT_TASK_RESPONSES: dict[int | str, dict[str, Any]] = {
     204: {"description": "No task arrived within `wait` seconds"},
 }
+# The plain forms the fast paths take (a subset of what the declarations above accept, read
+# alike): a job id, a task id without leading zeros, ``wait`` as a decimal of at most two
+# integer digits (at most 60), ``blobs`` as true or false.
+_JOB_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_TASK_ID: Final = re.compile(r"0|[1-9][0-9]{0,15}")
+_WAIT: Final = re.compile(r"(0|[1-9][0-9]?)(\.[0-9]{1,6})?")
+_BOOLEANS: Final = {"true": True, "false": False}
+
+
+def _plain_poll(request: Request) -> tuple[float, bool] | None:
+    """``wait`` and ``blobs`` of a request's query in their plain forms (defaults 0 and
+    false), or None."""
+    query = canonical_query(request.scope.get("query_string", b""))
+    if query is None:
+        return None
+    wait_text, blobs_text = query.get("wait", "0"), query.get("blobs", "false")
+    if _WAIT.fullmatch(wait_text) is None or blobs_text not in _BOOLEANS:
+        return None
+    wait = float(wait_text)
+    return (wait, _BOOLEANS[blobs_text]) if wait <= 60 else None
 
 
 async def _long_poll(broker: Broker, participant: str, wait: float, blobs: bool) -> Response:
@@ -51,34 +89,75 @@ async def _long_poll(broker: Broker, participant: str, wait: float, blobs: bool)
     204 without one."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
+    wakeups = _Wakeups.of(loop)
     while True:
-        arrived: asyncio.Future[None] = loop.create_future()
+        arrived: asyncio.Future[bool] = loop.create_future()
 
-        def wake(arrived: asyncio.Future[None] = arrived) -> None:
-            loop.call_soon_threadsafe(_settle, arrived)
+        def wake(arrived: asyncio.Future[bool] = arrived) -> None:
+            wakeups.settle(arrived)
 
         body = broker.poll(participant, blobs=blobs, wake=wake)
         if body is not None:
             return Response(content=body, media_type="application/json")
         remaining = deadline - loop.time()
         timer = None
+        woken = False
         try:
             if remaining <= 0 or broker.closed:
                 return Response(status_code=status.HTTP_204_NO_CONTENT)
-            timer = loop.call_later(remaining, _settle, arrived)
-            await arrived
+            timer = loop.call_later(remaining, _settle, arrived, False)
+            woken = await arrived
         finally:
             if timer is not None:
                 timer.cancel()
-            broker.unwatch(participant, wake)
+            if not woken:  # the broker forgets a wake-up when it calls it
+                broker.unwatch(participant, wake)
         if loop.time() >= deadline:
             return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def _settle(future: asyncio.Future[None]) -> None:
+def _settle(future: asyncio.Future[bool], by_broker: bool) -> None:
     """Wake a waiting long poll (once: by the broker or its timer, whichever comes first)."""
     if not future.done():
-        future.set_result(None)
+        future.set_result(by_broker)
+
+
+class _Wakeups:
+    """The long polls of one event loop that the broker wakes from another thread, settled
+    together: a round wakes each of its participants, and every ``call_soon_threadsafe``
+    writes to the loop's wake-up pipe, so one call settles every poll woken until it runs."""
+
+    _of_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Wakeups]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._due: list[asyncio.Future[bool]] = []
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop) -> _Wakeups:
+        """The wake-ups of ``loop`` (called on that loop)."""
+        wakeups = cls._of_loop.get(loop)
+        if wakeups is None:
+            wakeups = cls._of_loop[loop] = cls(loop)
+        return wakeups
+
+    def settle(self, future: asyncio.Future[bool]) -> None:
+        """Settle ``future`` on its loop soon (from any thread; RuntimeError when the loop
+        has closed)."""
+        with self._lock:
+            self._due.append(future)
+            if len(self._due) > 1:  # a call already scheduled settles it too
+                return
+        self._loop.call_soon_threadsafe(self._settle_due)
+
+    def _settle_due(self) -> None:
+        with self._lock:
+            due, self._due = self._due, []
+        for future in due:
+            _settle(future, True)
 
 
 def _accept(services: Services, participant: str, job_id: str, task_id: int,
@@ -94,6 +173,16 @@ def _accept(services: Services, participant: str, job_id: str, task_id: int,
         raise HTTPException(exc.status_code, exc.message) from None
 
 
+async def _next_task_fast(request: Request) -> Response | None:
+    """:func:`next_task` of a request in its plain form; None otherwise."""
+    poll = _plain_poll(request)
+    if poll is None:
+        return None
+    participant = await participant_caller(request)
+    services = await get_services(request)
+    return await _long_poll(services.broker, participant.id, *poll)
+
+
 @router.get(
     "/tasks/next",
     response_model=Task,
@@ -101,6 +190,7 @@ def _accept(services: Services, participant: str, job_id: str, task_id: int,
     summary="Fetch this participant's oldest open task (long poll)",
     responses={**_NEXT_TASK_RESPONSES, **error_responses(401, 403, 422)},
 )
+@fast_path(_next_task_fast)
 async def next_task(
     participant: CurrentParticipant, services: ServicesDep, wait: Wait = 0, blobs: Blobs = False
 ) -> Task | Response:
@@ -157,6 +247,27 @@ async def submit_contribution(
     return ContributionReceipt(job_id=job_id, task_id=task_id)
 
 
+async def _answer_task_fast(request: Request) -> Response | None:
+    """:func:`answer_task` of a request in its plain form; None otherwise (a contribution
+    its model does not take included: FastAPI's handler says why)."""
+    job_id, task_text = request.path_params.get("job_id"), request.path_params.get("task_id")
+    poll = _plain_poll(request)
+    if (
+        poll is None or not isinstance(job_id, str) or _JOB_ID.fullmatch(job_id) is None
+        or not isinstance(task_text, str) or _TASK_ID.fullmatch(task_text) is None
+        or int(task_text) > MAX_WIRE_INT or not json_body(request)
+    ):
+        return None
+    try:
+        body = Contribution.model_validate_json(await body_bytes(request))
+    except ValidationError:
+        return None
+    participant = await participant_caller(request)
+    services = await get_services(request)
+    _accept(services, participant.id, job_id, int(task_text), body)
+    return await _long_poll(services.broker, participant.id, *poll)
+
+
 @router.post(
     "/jobs/{job_id}/tasks/{task_id}/answer",
     response_model=Task,
@@ -164,6 +275,7 @@ async def submit_contribution(
     summary="Answer a task and fetch the next one (long poll)",
     responses={**_NEXT_TASK_RESPONSES, **error_responses(401, 403, 404, 409, 422)},
 )
+@fast_path(_answer_task_fast)
 async def answer_task(
     job_id: JobId,
     task_id: TaskId,
