@@ -15,6 +15,7 @@ Design notes: ``docs/services.md`` (§ The guard on request bodies).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -182,29 +183,33 @@ class BodySizeLimit:
             return True
 
     async def _forward(self, scope: Any, receive: Any, send: Any, max_bytes: int) -> None:
-        """The app, with the body counted as it streams (413 once it passes ``max_bytes``)."""
+        """The app, with the body counted as it streams: 413 once it passes ``max_bytes``
+        (whatever the app makes of the body cut off, e.g. FastAPI's 400 for a body that
+        failed to arrive), unless the app had started its answer before."""
         seen = 0
-        started = False
+        started = too_large = False
 
         async def counted_receive() -> Any:
-            nonlocal seen
+            nonlocal seen, too_large
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > max_bytes:
+                    too_large = True
                     raise _TooLargeError
             return message
 
         async def tracked_send(message: Any) -> None:
             nonlocal started
+            if too_large and not started:
+                return  # the app's answer to the cut-off body: the 413 below replaces it
             started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
+        with contextlib.suppress(_TooLargeError):
             await self.app(scope, counted_receive, tracked_send)
-        except _TooLargeError:
-            if not started:
-                await self._refuse(send, max_bytes)
+        if too_large and not started:
+            await self._refuse(send, max_bytes)
 
     async def _refuse(self, send: Any, max_bytes: int) -> None:
         await _answer(send, 413, b'{"detail":"request body larger than %d bytes"}' % max_bytes)

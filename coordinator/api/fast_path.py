@@ -93,7 +93,8 @@ def json_body(request: Request) -> bool:
 
 async def body_bytes(request: Request) -> bytes:
     """The request's body, read as FastAPI's handler reads it: an error while it arrives
-    (the client gone, the body guard's limit passed as it streams) answers 400."""
+    (the client gone) answers 400 (the body guard answers 413 instead for a body passing its
+    limit as it streams)."""
     try:
         return await request.body()
     except HTTPException:

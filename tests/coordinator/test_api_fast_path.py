@@ -129,7 +129,7 @@ def test_fast_paths_answer_as_fastapi_does(tmp_path: Path) -> None:
     assert {204, 401, 403, 404, 422} <= statuses  # the list reaches every outcome
 
 
-def test_a_streamed_body_over_the_limit_is_answered_as_fastapi_does(
+def test_a_streamed_body_over_the_limit_is_refused_413_by_either_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(app_skeleton, "MAX_BODY_BYTES", 1000)
@@ -148,7 +148,7 @@ def test_a_streamed_body_over_the_limit_is_answered_as_fastapi_does(
                                        content=chunks(), headers={**ME, **JSON})
                 answers.append((response.status_code, response.json()))
     assert answers[0] == answers[1]
-    assert answers[0][0] == 400
+    assert answers[0] == (413, {"detail": "request body larger than 1000 bytes"})
 
 
 def test_a_request_the_fast_path_declines_reaches_fastapi_with_its_body() -> None:
