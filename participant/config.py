@@ -9,7 +9,8 @@ model-based algorithms train: ``auto``, the default, ``cpu``, ``cuda`` or ``cuda
 :mod:`participant.deep.device`) and ``[policy]`` (optional:
 :class:`~participant.policy.Policy`; its ``row_bound`` and ``value_bound`` default to "auto",
 derived from the data and declared in the clear). :class:`ParticipantConfig` is the parsed
-file; :class:`DataSource` its data.
+file (a pydantic dataclass checked by the tables' rules, built from it or directly);
+:class:`DataSource` its data.
 
 Contracts: relative paths resolve against the config file's folder; every error (a
 ``ValueError``) names the file and the key; the token never appears in a message or a repr.
@@ -24,33 +25,50 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic import dataclasses as pydantic_dataclasses
 
 from fedclust.core.validation import FloatArray, check_data
 from fedclust.infra.config_env import EnvSchema
-from fedclust.infra.config_toml import TABLE, ConfigFile, parse
+from fedclust.infra.config_toml import DATACLASS_TABLE, TABLE, ConfigFile, parse
 from fedclust.infra.tls import ClientTls, TlsSettings
 from fedclust.participant.deep.device import check_device
 from fedclust.participant.policy import (
-    PROTECTIONS,
+    PARTICIPANT_ID,
+    PROTECTIONS_TEXT,
     ROSTER_MEMBERS,
     ROSTER_RULES,
+    ROW_BOUND_TEXT,
+    VALUE_BOUND_TEXT,
+    MaxRounds,
+    MinClusterSize,
+    ParticipantId,
     Policy,
     RosterMembers,
+    RosterMinDifference,
     RosterRule,
+    check_algorithms,
+    check_protections,
+    check_row_bound,
+    check_value_bound,
 )
-from fedclust.protocol import algorithms
-from fedclust.protocol.maths.declaration import is_power_of_two
 from fedclust.protocol.maths.rows import (
     DEFAULT_BUDGET_BYTES,
     ChunkedRows,
@@ -84,13 +102,35 @@ ENROLLED_CA_FILE = "coordinator-ca.pem"
 #: Tokens that are an example's placeholder, not a credential (REPLACE-WITH-..., <...>).
 _PLACEHOLDER = re.compile(r"(?i)replace|change[-_ ]?me|^<.*>$|your[-_ ]token|^todo")
 
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _PUBLIC_KEY = re.compile(r"^[A-Za-z0-9+/]{43}=$")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 
 _NON_EMPTY = Annotated[str, Field(pattern=r"\S")]
-_URL = Annotated[str, Field(pattern=r"^https?://")]
 _URL_TEXT = "an http:// or https:// URL"
+_Number = TypeVar("_Number", int, float)
+_ID_TEXT = "1-64 characters of letters, digits, '_', '.', '-'"
+
+
+def _service_url(url: str, info: ValidationInfo) -> str:
+    """The rule of ``[participant] coordinator_url`` and ``counting_url``, whether the file, a
+    variable or the enrolment (:func:`enrolled_url_path`) gives them: http(s), kept without
+    a trailing slash."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"[participant] {info.field_name} must be {_URL_TEXT}.")
+    return url.rstrip("/")
+
+
+def _not_placeholder(token: str) -> str:
+    """The token the agent presents: never an example's placeholder (:data:`_PLACEHOLDER`)."""
+    if _PLACEHOLDER.search(token):
+        raise ValueError(
+            "[participant] token is still a placeholder: put in the token the "
+            "coordinator's operator issued to this participant."
+        )
+    return token
+
+
+_URL = Annotated[str, AfterValidator(_service_url)]
 
 
 class _Table(BaseModel):
@@ -100,10 +140,7 @@ class _Table(BaseModel):
 class ParticipantTable(_Table):
     """The ``[participant]`` table; absent paths default to ``<kind>-<id>`` beside the file."""
 
-    id: str = Field(
-        pattern=_IDENTIFIER.pattern,
-        description="1-64 characters of letters, digits, '_', '.', '-'",
-    )
+    id: ParticipantId = Field(description=_ID_TEXT)
     coordinator_url: _URL | None = Field(default=None, description=_URL_TEXT)
     counting_url: _URL = Field(description=_URL_TEXT)
     token: _NON_EMPTY | None = Field(default=None, repr=False)
@@ -167,120 +204,56 @@ class ModelTable(_Table):
         return check_device(device, where="[model] device")
 
 
-_PARTICIPANT_ID = Annotated[str, Field(pattern=_IDENTIFIER.pattern)]
+_DEFAULT_POLICY = Policy()
+
+
+def _unless_auto(check: Callable[[_Number], _Number]) -> Callable[[_Number | str], _Number | str]:
+    """``check`` a declared bound, but for "auto" (derived from the data)."""
+    return lambda bound: bound if bound == "auto" else check(cast("_Number", bound))
 
 
 class PolicyTable(_Table):
-    """The ``[policy]`` table; absent keys take :class:`Policy`'s defaults."""
+    """The ``[policy]`` table: :class:`Policy`'s keys, rules and defaults, with lists for its
+    sets, ``"auto"`` for an underived bound and its ``known_peers`` from ``[peers]``."""
 
-    allowed_algorithms: list[str] | None = Field(
-        default=None, description="a list of algorithm names"
+    allowed_algorithms: Annotated[list[str], AfterValidator(check_algorithms)] = Field(
+        default_factory=lambda: sorted(_DEFAULT_POLICY.allowed_algorithms),
+        description="a list of algorithm names",
     )
-    min_cluster_size: int | None = Field(default=None, ge=1)
-    enforce_fcm_rule: bool | None = None
-    max_rounds: int | None = Field(default=None, ge=1)
-    row_bound: int | Literal["auto"] = Field(default="auto", description=(
-        '"auto" or a power of two R (1, 2, 4, ...) declaring R/2 < rows <= R'
-    ))
-    value_bound: float | Literal["auto"] = Field(default="auto", description=(
-        '"auto" or a number B > 0 declaring |x| <= B for every raw value'
-    ))
-    rosters: RosterRule | None = Field(
-        default=None, description=f"one of {', '.join(ROSTER_RULES)}"
+    min_cluster_size: MinClusterSize = _DEFAULT_POLICY.min_cluster_size
+    enforce_fcm_rule: bool = _DEFAULT_POLICY.enforce_fcm_rule
+    max_rounds: MaxRounds = _DEFAULT_POLICY.max_rounds
+    row_bound: Annotated[int | Literal["auto"], AfterValidator(_unless_auto(check_row_bound))] = (
+        Field(default="auto", description=ROW_BOUND_TEXT)
     )
-    accepted_rosters: list[Annotated[list[_PARTICIPANT_ID], Field(min_length=1)]] | None = (
-        Field(default=None, description="a list of non-empty lists of participant ids")
+    value_bound: Annotated[
+        float | Literal["auto"], AfterValidator(_unless_auto(check_value_bound))
+    ] = Field(default="auto", description=VALUE_BOUND_TEXT)
+    rosters: RosterRule = Field(
+        default=_DEFAULT_POLICY.rosters, description=f"one of {', '.join(ROSTER_RULES)}"
     )
-    roster_min_difference: int | None = Field(default=None, ge=2)
-    roster_members: RosterMembers | None = Field(
-        default=None, description=f"one of {', '.join(ROSTER_MEMBERS)}"
+    accepted_rosters: list[Annotated[list[ParticipantId], Field(min_length=1)]] = Field(
+        default_factory=list, description="a list of non-empty lists of participant ids"
     )
-    protections: list[str] | None = Field(default=None, min_length=1, description=(
-        "a non-empty list of protections among "
-        f"{', '.join(repr(p) for p in sorted(PROTECTIONS))} (\"none\" only to take part in "
-        "unprotected jobs, whose statistics reach the coordinator in the clear)"
-    ))
-
-    @field_validator("allowed_algorithms")
-    @classmethod
-    def _algorithms(cls, names: list[str] | None) -> list[str] | None:
-        """Names of the registry (``protocol.algorithms``), at least one."""
-        if names is None:
-            return None
-        known = algorithms.names()
-        unknown = sorted(set(names) - set(known))
-        if unknown:
-            raise ValueError(
-                "[policy] allowed_algorithms has unknown algorithm(s) "
-                f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}."
-            )
-        if not names:
-            raise ValueError("[policy] allowed_algorithms must name at least one algorithm.")
-        return names
-
-    @field_validator("row_bound")
-    @classmethod
-    def _row_bound(cls, bound: int | str) -> int | str:
-        """A power of two R declares R/2 < rows <= R (``protocol.maths.declaration``)."""
-        if bound != "auto" and not (isinstance(bound, int) and is_power_of_two(bound)):
-            raise ValueError(f"[policy] row_bound must be {cls._description('row_bound')}.")
-        return bound
-
-    @field_validator("value_bound")
-    @classmethod
-    def _value_bound(cls, bound: float | str) -> float | str:
-        """A finite B > 0 declares |x| <= B for every raw value."""
-        if bound != "auto" and not (
-            isinstance(bound, float) and math.isfinite(bound) and bound > 0
-        ):
-            raise ValueError(f"[policy] value_bound must be {cls._description('value_bound')}.")
-        return bound
-
-    @field_validator("protections")
-    @classmethod
-    def _protections(cls, names: list[str] | None) -> list[str] | None:
-        if names is not None and not set(names) <= PROTECTIONS:
-            raise ValueError(f"[policy] protections must be {cls._description('protections')}.")
-        return names
-
-    @model_validator(mode="after")
-    def _fixed_rosters(self) -> PolicyTable:
-        if (self.rosters == "fixed") != bool(self.accepted_rosters):
-            raise ValueError(
-                "[policy] accepted_rosters (a list of lists of participant ids) is needed with "
-                'rosters = "fixed", and only then.'
-            )
-        return self
-
-    @classmethod
-    def _description(cls, key: str) -> str:
-        return str(cls.model_fields[key].description)
+    roster_min_difference: RosterMinDifference = _DEFAULT_POLICY.roster_min_difference
+    roster_members: RosterMembers = Field(
+        default=_DEFAULT_POLICY.roster_members, description=f"one of {', '.join(ROSTER_MEMBERS)}"
+    )
+    protections: Annotated[list[str], AfterValidator(check_protections)] = Field(
+        default_factory=lambda: sorted(_DEFAULT_POLICY.protections),
+        description=PROTECTIONS_TEXT,
+    )
 
     def policy(self, *, peers: Mapping[str, str]) -> Policy:
-        """The :class:`Policy` of this table, knowing the organisations of ``[peers]``."""
-        default = Policy()
+        """The :class:`Policy` of this table, knowing the organisations of ``[peers]``.
 
-        def given(value: Any, fallback: Any) -> Any:
-            return fallback if value is None else value
-
-        return Policy(
-            allowed_algorithms=frozenset(
-                given(self.allowed_algorithms, default.allowed_algorithms)
-            ),
-            min_cluster_size=given(self.min_cluster_size, default.min_cluster_size),
-            enforce_fcm_rule=given(self.enforce_fcm_rule, default.enforce_fcm_rule),
-            max_rounds=given(self.max_rounds, default.max_rounds),
-            row_bound=None if self.row_bound == "auto" else int(self.row_bound),
-            value_bound=None if self.value_bound == "auto" else float(self.value_bound),
-            rosters=given(self.rosters, default.rosters),
-            accepted_rosters=frozenset(frozenset(r) for r in self.accepted_rosters or ()),
-            roster_min_difference=given(
-                self.roster_min_difference, default.roster_min_difference
-            ),
-            roster_members=given(self.roster_members, default.roster_members),
-            known_peers=frozenset(peers),
-            protections=frozenset(given(self.protections, default.protections)),
-        )
+        Raises:
+            ValueError: a rule across keys (and ``[peers]``) fails; one line naming them.
+        """
+        keys = self.model_dump()
+        bounds = {key: None if keys[key] == "auto" else keys[key]
+                  for key in ("row_bound", "value_bound")}
+        return parse(Policy, {**keys, **bounds, "known_peers": frozenset(peers)})
 
 
 _PEER_ERROR = (
@@ -307,17 +280,14 @@ class ParticipantFile(ConfigFile):
         """``[peers]``: peer id -> its Ed25519 public key (base64 of 32 bytes), pinned up
         front."""
         for peer, key in peers.items():
-            if not _IDENTIFIER.match(peer) or not _PUBLIC_KEY.match(key):
+            if not PARTICIPANT_ID.match(peer) or not _PUBLIC_KEY.match(key):
                 raise ValueError(f"[peers] {peer!r} {_PEER_ERROR}.")
         return peers
 
     @model_validator(mode="after")
-    def _known_peers(self) -> ParticipantFile:
-        if self.policy.roster_members == "known" and not self.peers:
-            raise ValueError(
-                '[policy] roster_members = "known" needs the organisations this participant '
-                "knows: list them with their identity keys in the [peers] table."
-            )
+    def _policy(self) -> ParticipantFile:
+        """The rules of :class:`Policy` across ``[policy]``'s keys and ``[peers]``."""
+        self.policy.policy(peers=self.peers)
         return self
 
 
@@ -364,21 +334,25 @@ class DataSource:
         return load_labels(self)
 
 
-@dataclass(frozen=True)
+@pydantic_dataclasses.dataclass(frozen=True, config=DATACLASS_TABLE)
 class ParticipantConfig:
-    """Everything the agent needs: identity, services, credentials, data and policy."""
+    """Everything the agent needs: identity, services, credentials, data and policy; built by
+    :meth:`load` or directly, validated by the rules of :class:`ParticipantTable` (the id, the
+    URLs) and its own: a token that is no placeholder, or else a ``[tls]`` certificate."""
 
-    id: str
-    coordinator_url: str
-    counting_url: str
-    token: str | None = field(repr=False)
+    id: ParticipantId
+    coordinator_url: _URL
+    counting_url: _URL
+    token: Annotated[_NON_EMPTY, AfterValidator(_not_placeholder)] | None = dataclasses.field(
+        repr=False
+    )
     state_dir: Path
     data: DataSource
-    policy: Policy = field(default_factory=Policy)
+    policy: Policy = Field(default_factory=Policy)
     audit_log: Path | None = None
     identity_key: Path | None = None
-    peers: Mapping[str, str] = field(default_factory=dict)
-    tls: TlsSettings = field(default_factory=TlsSettings)
+    peers: Mapping[str, str] = Field(default_factory=dict)
+    tls: TlsSettings = Field(default_factory=TlsSettings)
     device: str = "auto"
 
     @property
@@ -404,31 +378,15 @@ class ParticipantConfig:
             return self.identity_key
         return Path(f"identity-{self.id}.key")
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not _IDENTIFIER.match(self.id):
+    @model_validator(mode="after")
+    def _authenticated(self) -> Self:
+        if self.token is None and self.tls.certificate is None:
             raise ValueError(
-                "[participant] id must be 1-64 characters of letters, digits, '_', '.', '-'."
+                "[participant] has no token: give the token the coordinator's operator "
+                "issued, or, where the services accept certificates alone, this "
+                "organisation's [tls] certificate and key."
             )
-        for key in ("coordinator_url", "counting_url"):
-            url = getattr(self, key)
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ValueError(f"[participant] {key} must be an http:// or https:// URL.")
-            object.__setattr__(self, key, url.rstrip("/"))
-        if self.token is None:
-            if self.tls.certificate is None:
-                raise ValueError(
-                    "[participant] has no token: give the token the coordinator's operator "
-                    "issued, or, where the services accept certificates alone, this "
-                    "organisation's [tls] certificate and key."
-                )
-            return
-        if not isinstance(self.token, str) or not self.token.strip():
-            raise ValueError("[participant] token must be a non-empty string.")
-        if _PLACEHOLDER.search(self.token):
-            raise ValueError(
-                "[participant] token is still a placeholder: put in the token the "
-                "coordinator's operator issued to this participant."
-            )
+        return self
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ParticipantConfig:
@@ -463,7 +421,7 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
     pid = section.id
     state_dir = _resolve(base, section.state_dir or f"state-{pid}")
     tls = _with_enrolled_ca(TlsSettings.from_model(file.tls, base=base), state_dir)
-    return ParticipantConfig(
+    return parse(ParticipantConfig, dict(
         id=pid,
         coordinator_url=section.coordinator_url or _enrolled_url(state_dir),
         counting_url=section.counting_url,
@@ -483,7 +441,7 @@ def _from_mapping(doc: Mapping[str, Any], *, base: Path) -> ParticipantConfig:
         audit_log=_resolve(base, section.audit_log or f"audit-{pid}.jsonl"),
         identity_key=_resolve(base, section.identity_key or f"identity-{pid}.key"),
         tls=tls,
-    )
+    ))
 
 
 def enrolled_token_path(state_dir: Path) -> Path:
@@ -527,7 +485,7 @@ def _token(token: str | None, state_dir: Path, *, certificate: bool) -> str | No
     """``[participant] token``; when absent or a placeholder, the enrolment's token file;
     None when there is neither but a client ``certificate`` (it alone authenticates)."""
     if token is not None and not _PLACEHOLDER.search(token):
-        return str(token)
+        return token
     path = enrolled_token_path(state_dir)
     try:
         enrolled = path.read_text(encoding="utf-8").strip()
@@ -543,7 +501,7 @@ def _token(token: str | None, state_dir: Path, *, certificate: bool) -> str | No
             "run `fedclust participant enrol --invite INVITE --config FILE` with the invite "
             "the federation's admin gave you."
         )
-    return str(token)  # a placeholder: refused by ParticipantConfig with its own message
+    return token  # a placeholder: refused by ParticipantConfig (_not_placeholder)
 
 
 def _resolve(base: Path, path: str) -> Path:

@@ -34,6 +34,11 @@ DISTILL_TASKS = (msg.DistillTrainTask, msg.DistillCountsTask, msg.DistillSoftTas
 class DistillTasks:
     """One job's classifier over the participant's labelled rows.
 
+    Its soft predictions leave it once per trained classifier, before any distillation step,
+    for one group that names it (``distill_soft``; the same task may be asked again, e.g. by
+    a resumed coordinator): the driver asks no more, and a coordinator asking again, for
+    another claimed group or after the classifier changed, is refused.
+
     Args:
         X: the participant's rows (n_samples, n_features), as the public set is scaled.
         y: its integer labels, or None when the data has no label column (every task is
@@ -54,6 +59,8 @@ class DistillTasks:
         self._name = name
         self._store = store
         self._model: Any = None  # DistillParticipant once trained
+        self._soft_group: tuple[str, ...] = ()  # the group its soft predictions went to
+        self._distilled = False  # a distillation step has changed the classifier
 
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
         """The reply to one distillation task; RefusedError when it cannot be computed."""
@@ -71,7 +78,9 @@ class DistillTasks:
                     raise RefusedError(
                         f"a 'distill_soft' task for a group without {self._name!r}: refused."
                     )
-                soft = self._trained(n_classes).predict_soft(public.to_numpy())
+                model = self._trained(n_classes)
+                self._claim_soft(tuple(members))
+                soft = model.predict_soft(public.to_numpy())
                 return msg.DistillSoftReply(
                     soft_sum=msg.WireArray.of(soft[dist.SOFT_SUM]),
                     members=msg.WireArray.of(soft[dist.COUNT]),
@@ -85,6 +94,7 @@ class DistillTasks:
                     teacher.to_numpy(), public.to_numpy(), temperature=temperature,
                     epochs=epochs, seed=seed, lr=lr, batch_size=batch_size,
                 )
+                self._distilled = True
                 self._save(model)
                 return msg.AckReply()
         raise RefusedError(f"this participant does not answer {spec.kind!r} tasks")
@@ -117,15 +127,35 @@ class DistillTasks:
         model = self._participant(spec.n_classes, spec.classifier)
         model.train_local(seed=spec.seed, max_epochs=spec.max_epochs, lr=spec.learning_rate,
                           batch_size=spec.batch_size)
+        self._soft_group, self._distilled = (), False
         self._save(model)
         self._model = model
+
+    def _claim_soft(self, group: tuple[str, ...]) -> None:
+        """Refuse soft predictions after a distillation step or for a group other than the
+        one they went to (see the class doc); remember the group of the first."""
+        if self._distilled:
+            raise RefusedError(
+                "a 'distill_soft' task after this job's distillation step: the soft "
+                "predictions are given once, before it; refused."
+            )
+        if self._soft_group and self._soft_group != group:
+            raise RefusedError(
+                "a second 'distill_soft' task for another group: the soft predictions are "
+                "given once, to one group; refused."
+            )
+        if not self._soft_group:
+            self._soft_group = group
+            self._save(self._model)
 
     def _save(self, model: Any) -> None:
         if self._store is not None:
             save_arrays(
                 self._store,
                 {"n_classes": np.array([model.spec.n_classes]),
-                 "cnn": np.array([model.spec.kind == "cnn"])},
+                 "cnn": np.array([model.spec.kind == "cnn"]),
+                 "soft_group": np.array(self._soft_group, dtype=np.str_),
+                 "distilled": np.array([self._distilled])},
                 model.weights(),
             )
 
@@ -136,6 +166,8 @@ class DistillTasks:
             return None
         facts, weights = saved
         kind: Literal["mlp", "cnn"] = "cnn" if bool(facts["cnn"][0]) else "mlp"
+        self._soft_group = tuple(str(n) for n in facts.get("soft_group", ()))
+        self._distilled = bool(facts["distilled"][0]) if "distilled" in facts else False
         model = self._participant(int(facts["n_classes"][0]), kind)
         try:
             model.load_weights(weights)

@@ -10,9 +10,12 @@ answer a yes/no question about them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Final, Literal, get_args
+import re
+from collections.abc import Collection, Iterable
+from typing import Annotated, Final, Literal, Self, TypeVar, get_args
+
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic import dataclasses as pydantic_dataclasses
 
 from fedclust.core.errors import RefusedError
 from fedclust.core.validation import FloatArray
@@ -35,8 +38,63 @@ PROTECTIONS: Final[frozenset[str]] = frozenset(get_args(ProtectionScheme))
 #: unprotected protocol, where each participant's statistics reach the coordinator).
 DEFAULT_PROTECTIONS: Final[frozenset[str]] = frozenset({"masking", "paillier"})
 
+#: A participant id: the ``[participant]`` id, a ``[peers]`` key, a member of a roster.
+PARTICIPANT_ID: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+ParticipantId = Annotated[str, Field(pattern=PARTICIPANT_ID.pattern)]
 
-@dataclass(frozen=True)
+#: What the keys of ``[policy]`` must be: :class:`Policy`'s rules, which the table
+#: (``participant.config.PolicyTable``) shares.
+ROW_BOUND_TEXT: Final = '"auto" or a power of two R (1, 2, 4, ...) declaring R/2 < rows <= R'
+VALUE_BOUND_TEXT: Final = '"auto" or a number B > 0 declaring |x| <= B for every raw value'
+PROTECTIONS_TEXT: Final = (
+    "a non-empty list of protections among "
+    f"{', '.join(repr(p) for p in sorted(PROTECTIONS))} (\"none\" only to take part in "
+    "unprotected jobs, whose statistics reach the coordinator in the clear)"
+)
+MinClusterSize = Annotated[int, Field(ge=1)]
+MaxRounds = Annotated[int, Field(ge=1)]
+RosterMinDifference = Annotated[int, Field(ge=2)]
+
+Names = TypeVar("Names", bound=Collection[str])
+
+
+def check_row_bound(bound: int) -> int:
+    """A declared row bound: a power of two R declares R/2 < rows <= R
+    (``protocol.maths.declaration``)."""
+    if not is_power_of_two(bound):
+        raise ValueError(f"[policy] row_bound must be {ROW_BOUND_TEXT}.")
+    return bound
+
+
+def check_value_bound(bound: float) -> float:
+    """A declared value bound: a finite B > 0 declares |x| <= B for every raw value."""
+    if not (math.isfinite(bound) and bound > 0):
+        raise ValueError(f"[policy] value_bound must be {VALUE_BOUND_TEXT}.")
+    return bound
+
+
+def check_algorithms(names: Names) -> Names:
+    """Names of the registry (``protocol.algorithms``), at least one."""
+    known = algorithms.names()
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(
+            "[policy] allowed_algorithms has unknown algorithm(s) "
+            f"{', '.join(repr(n) for n in unknown)}; known: {', '.join(sorted(known))}."
+        )
+    if not names:
+        raise ValueError("[policy] allowed_algorithms must name at least one algorithm.")
+    return names
+
+
+def check_protections(names: Names) -> Names:
+    """Protections a job may declare (:data:`PROTECTIONS`), at least one."""
+    if not names or not set(names) <= PROTECTIONS:
+        raise ValueError(f"[policy] protections must be {PROTECTIONS_TEXT}.")
+    return names
+
+
+@pydantic_dataclasses.dataclass(frozen=True, config=ConfigDict(hide_input_in_errors=True))
 class Policy:
     """Local privacy rules.
 
@@ -58,61 +116,43 @@ class Policy:
         known_peers: the organisations of the ``[peers]`` table (keys pinned, ``PeerPins``).
         protections: accepted job protections (default "masking" and "paillier").
 
+    Every rule is checked when a policy is built, from the ``[policy]`` table or directly.
+
     Design notes: ``docs/participant-config.md`` (§ The local policy).
     """
 
-    allowed_algorithms: frozenset[str] = field(
+    allowed_algorithms: Annotated[frozenset[str], AfterValidator(check_algorithms)] = Field(
         default_factory=lambda: frozenset(algorithms.names())
     )
-    min_cluster_size: int = 2
+    min_cluster_size: MinClusterSize = 2
     enforce_fcm_rule: bool = True
-    max_rounds: int = 1000
-    row_bound: int | None = None
-    value_bound: float | None = None
+    max_rounds: MaxRounds = 1000
+    row_bound: Annotated[int, AfterValidator(check_row_bound)] | None = None
+    value_bound: Annotated[float, AfterValidator(check_value_bound)] | None = None
     rosters: RosterRule = "min_difference"
-    accepted_rosters: frozenset[frozenset[str]] = frozenset()
-    roster_min_difference: int = 3
+    accepted_rosters: frozenset[Annotated[frozenset[ParticipantId], Field(min_length=1)]] = (
+        frozenset()
+    )
+    roster_min_difference: RosterMinDifference = 3
     roster_members: RosterMembers = "any"
     known_peers: frozenset[str] = frozenset()
-    protections: frozenset[str] = DEFAULT_PROTECTIONS
+    protections: Annotated[frozenset[str], AfterValidator(check_protections)] = (
+        DEFAULT_PROTECTIONS
+    )
 
-    def __post_init__(self) -> None:
-        if self.row_bound is not None and not (
-            isinstance(self.row_bound, int) and is_power_of_two(self.row_bound)
-        ):
+    @model_validator(mode="after")
+    def _rosters(self) -> Self:
+        if (self.rosters == "fixed") != bool(self.accepted_rosters):
             raise ValueError(
-                f"[policy] row_bound must be a power of two (1, 2, 4, ...); got {self.row_bound!r}."
-            )
-        if self.value_bound is not None and not (
-            math.isfinite(self.value_bound) and self.value_bound > 0
-        ):
-            raise ValueError(
-                f"[policy] value_bound must be a finite number > 0; got {self.value_bound!r}."
-            )
-        if self.rosters not in ROSTER_RULES:
-            raise ValueError(
-                f"[policy] rosters must be one of {', '.join(ROSTER_RULES)}; got {self.rosters!r}."
-            )
-        if self.rosters == "fixed" and not self.accepted_rosters:
-            raise ValueError("[policy] rosters = 'fixed' needs a non-empty accepted_rosters list.")
-        if self.roster_min_difference < 2:
-            raise ValueError(
-                f"[policy] roster_min_difference must be >= 2; got {self.roster_min_difference}."
-            )
-        if self.roster_members not in ROSTER_MEMBERS:
-            raise ValueError(
-                f"[policy] roster_members must be one of {', '.join(ROSTER_MEMBERS)}; got "
-                f"{self.roster_members!r}."
+                "[policy] accepted_rosters (a list of lists of participant ids) is needed with "
+                'rosters = "fixed", and only then.'
             )
         if self.roster_members == "known" and not self.known_peers:
             raise ValueError(
-                '[policy] roster_members = "known" needs the organisations it knows: list '
-                "them with their identity keys in the [peers] table."
+                '[policy] roster_members = "known" needs the organisations this participant '
+                "knows: list them with their identity keys in the [peers] table."
             )
-        if not self.protections or not self.protections <= PROTECTIONS:
-            raise ValueError(
-                f"[policy] protections must name at least one of {', '.join(sorted(PROTECTIONS))}."
-            )
+        return self
 
     def declare(self, X: FloatArray) -> Declaration:
         """The declaration of the raw rows ``X`` (configured bounds checked, others derived).

@@ -25,6 +25,7 @@ from typing import Final, get_args
 from fedclust.core.errors import RefusedError
 from fedclust.crypto.masking import DEFAULT_MIN_COHORT
 from fedclust.protocol import algorithms
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
 from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.wire import messages as msg
@@ -232,6 +233,14 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
         ):
             if k not in terms.ks:
                 raise _refusal(f"a {spec.kind!r} task for K={k} is outside the job's {_ks(terms)}")
+        case (
+            msg.DistillTrainTask() | msg.DistillCountsTask() | msg.DistillSoftTask()
+            | msg.DistillStepTask()
+        ) if not _distill_terms(terms.params(DistillParams), spec):
+            raise _refusal(
+                f"a {spec.kind!r} task's public set, n_classes or classifier differs from the "
+                "job's distill block"
+            )
         case msg.FedCRefFedavgTask(members=group) | msg.DistillSoftTask(members=group) if not (
             set(group) <= set(terms.participants)
         ):
@@ -260,6 +269,21 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
             raise _refusal(
                 f"a {spec.kind!r} task with {k} centers is outside the job's {_ks(terms)}"
             )
+
+
+def _distill_terms(params: DistillParams, spec: msg.TaskSpec) -> bool:
+    """Whether a fed-distill task predicts on the job's public set and trains the job's
+    classifier (its ``n_classes`` and ``classifier``), as declared in its distill block."""
+    match spec:
+        case msg.DistillTrainTask(n_classes=n, classifier=kind):
+            return (n, kind) == (params.n_classes, params.classifier)
+        case msg.DistillCountsTask(public=public, n_classes=n) | msg.DistillSoftTask(
+            public=public, n_classes=n
+        ):
+            return (public, n) == (params.public, params.n_classes)
+        case msg.DistillStepTask(public=public):
+            return public == params.public
+    return True
 
 
 def _small_group(spec: msg.TaskSpec) -> bool:

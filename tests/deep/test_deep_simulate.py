@@ -90,11 +90,21 @@ class _Sum:
 def _spy_on_the_service_sum(
     monkeypatch: pytest.MonkeyPatch, *, compare: bool
 ) -> list[_Sum]:
-    """Record every MaskedSummation.sum; with ``compare`` (soft predictions only: asking them
-    again changes nothing at a participant), also ask every member its plain contribution
-    through the same in-process agents and measure the masked sum against it."""
+    """Record every MaskedSummation.sum; with ``compare`` (soft predictions only), also
+    compute every member's plain contribution with its simulated classifier (an agent gives
+    its soft predictions once, to one group: it refuses to be asked again in the clear) and
+    measure the masked sum against it."""
     calls: list[_Sum] = []
     original = MaskedSummation.sum
+    models: dict[str, Any] = {}
+    federation = ds.distill_federation
+
+    def keep_models(*args: Any, **kwargs: Any) -> Any:
+        fed = federation(*args, **kwargs)
+        models.update((p.name, p) for p in fed.participants)
+        return fed
+
+    monkeypatch.setattr(ds, "distill_federation", keep_models)
 
     def spy(
         self: MaskedSummation, participants: Sequence[Any], statistic: msg.SumTaskSpec,
@@ -105,14 +115,10 @@ def _spy_on_the_service_sum(
         calls.append(call)
         if compare:
             assert isinstance(total, msg.DistillSoftReply)
-            # each in the clear, as its own group of one (a bare task for the whole group
-            # is refused under masking)
             assert isinstance(statistic, msg.DistillSoftTask)
-            soft = [p.answer(statistic.model_copy(update={"members": [p.name]}))
-                    for p in participants]
-            assert all(isinstance(r, msg.DistillSoftReply) for r in soft)
-            plain = {SOFT_SUM: np.sum([r.soft_sum.to_numpy() for r in soft], axis=0),
-                     COUNT: np.sum([r.members.to_numpy() for r in soft], axis=0)}
+            public = statistic.public.to_numpy()
+            soft = [models[p.name].predict_soft(public) for p in participants]
+            plain = {key: np.sum([s[key] for s in soft], axis=0) for key in (SOFT_SUM, COUNT)}
             masked = {SOFT_SUM: total.soft_sum.to_numpy(), COUNT: total.members.to_numpy()}
             wire = {SOFT_SUM: "soft_sum", COUNT: "members"}
             # A soft-prediction sum's bounds do not depend on the job's N and B.

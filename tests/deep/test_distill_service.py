@@ -217,6 +217,35 @@ def test_soft_predictions_are_given_only_to_a_group_that_names_the_participant()
         tasks.answer(msg.DistillSoftTask(public=public, n_classes=2, members=["q", "r"]))
 
 
+def test_soft_predictions_leave_once_per_classifier_for_one_group(tmp_path: Path) -> None:
+    """The same task again is answered (a resumed coordinator), another claimed group or a
+    task after the distillation step is refused, across an agent restart; a new training
+    starts over."""
+    rng = np.random.default_rng(2)
+    X, y = rng.random((30, 4)), np.repeat([0, 1], 15).astype(np.int64)
+    public = msg.WireArray.of(rng.random((5, 4)))
+    store = tmp_path / "job-1.distill.npz"
+    tasks = DistillTasks(X, y, name="p", store=store)
+    tasks.answer(msg.DistillTrainTask(seed=1, n_classes=2))
+
+    def soft(*group: str) -> msg.DistillSoftTask:
+        return msg.DistillSoftTask(public=public, n_classes=2, members=list(group))
+
+    first = tasks.answer(soft("p", "q"))
+    again = DistillTasks(X, y, name="p", store=store).answer(soft("p", "q"))  # restarted
+    assert isinstance(first, msg.DistillSoftReply) and isinstance(again, msg.DistillSoftReply)
+    assert first.soft_sum == again.soft_sum
+    for other in (soft("p"), soft("p", "r")):
+        with pytest.raises(RefusedError, match="for another group"):
+            DistillTasks(X, y, name="p", store=store).answer(other)
+    tasks.answer(msg.DistillStepTask(
+        public=public, teacher=first.soft_sum, temperature=1.0, epochs=1, seed=1))
+    with pytest.raises(RefusedError, match="after this job's distillation step"):
+        DistillTasks(X, y, name="p", store=store).answer(soft("p", "q"))
+    tasks.answer(msg.DistillTrainTask(seed=2, n_classes=2))
+    assert isinstance(tasks.answer(soft("p")), msg.DistillSoftReply)
+
+
 def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path) -> None:
     """Nine members enrol, one agent stops before a masked job is submitted: after one task
     timeout at the declaration the job groups the other eight as the driver groups them."""

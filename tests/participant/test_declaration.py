@@ -94,7 +94,8 @@ def test_the_declaration_names_the_roster_it_is_for() -> None:
 def test_the_roster_rule(
     rule: str, joined: list[set[str]], roster: set[str], refused: bool
 ) -> None:
-    policy = Policy(rosters=rule, accepted_rosters=frozenset({frozenset("abc")}))  # type: ignore[arg-type]
+    accepted = frozenset({frozenset("abc")}) if rule == "fixed" else frozenset()
+    policy = Policy(rosters=rule, accepted_rosters=accepted)  # type: ignore[arg-type]
     history = [frozenset(r) for r in joined]
     if not refused:
         policy.require_roster(frozenset(roster), history, me="a")

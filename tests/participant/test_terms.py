@@ -273,6 +273,15 @@ def _soft(*group: str) -> msg.DistillSoftTask:
         (dict(DISTILL), "fed-distill", _soft(ME, ROSTER[1]), None),
         (dict(DISTILL), "fed-distill", _soft(ME, "invented"),
          "names a group outside the job's participants"),
+        (dict(DISTILL), "fed-distill",
+         msg.DistillSoftTask(public=_wire((4, 2)), n_classes=2, members=[ME]),
+         "public set, n_classes or classifier differs from the job's distill block"),
+        (dict(DISTILL), "fed-distill", msg.DistillCountsTask(public=_wire((3, 2)), n_classes=3),
+         "public set, n_classes or classifier differs"),
+        (dict(DISTILL), "fed-distill", msg.DistillTrainTask(seed=1, n_classes=2, classifier="cnn"),
+         "public set, n_classes or classifier differs"),
+        (dict(DISTILL), "fed-distill", msg.DistillCountsTask(public=_wire((3, 2)), n_classes=2),
+         None),
     ],
     ids=["masked-sum", "masking-setup", "paillier-no-masking", "none-no-stages", "none-bare",
          "other-algorithm", "other-kind", "k-outside", "dennis-not-kfed-kind",
@@ -280,7 +289,8 @@ def _soft(*group: str) -> msg.DistillSoftTask:
          "no-standardise",
          "moments-for-the-box",
          "fedavg-bare-group", "fedavg-small-group", "fedavg-invented-member",
-         "soft-bare-group", "soft-small-group", "soft-invented-member"],
+         "soft-bare-group", "soft-small-group", "soft-invented-member", "soft-other-public",
+         "counts-other-classes", "train-other-classifier", "counts-as-declared"],
 )
 def test_require_task(
     fields: dict[str, Any], algorithm: str, spec: Any, refused: str | None
