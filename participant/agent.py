@@ -73,8 +73,9 @@ __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
 
 log = logging.getLogger("fedclust.participant")
 
-#: Task kinds that count as one round of an algorithm towards ``policy.max_rounds`` (for
-#: FedCRef an iteration's refinement, for fed-distill its distillation).
+#: Task kinds (or the statistics of ``statistic`` tasks, ``messages.task_name``) that count as
+#: one round of an algorithm towards ``policy.max_rounds`` (for FedCRef an iteration's
+#: refinement, for fed-distill its distillation).
 STEP_KINDS: Final = frozenset(
     {
         "fcm_sums", "local_fcm", "kfed_centers", "kfed_dennis_centers", "hold_local_fcm",
@@ -546,10 +547,9 @@ class _Agent:
             s.task_id == task.task_id for s in state.standardisations
         ):
             return msg.AckReply()  # applied before a restart; the rows already carry it
-        step_kind = (
-            spec.statistic.kind
-            if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask)
-            else spec.kind
+        step_kind = msg.task_name(
+            spec.statistic if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask)
+            else spec
         )
         new_step = step_kind in STEP_KINDS and task.task_id > state.last_step_task
         own = state.own_bounds(job.local.declaration, job.local.n_features)

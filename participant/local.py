@@ -14,7 +14,7 @@ by one new array.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -228,15 +228,23 @@ class LocalParticipant:
         return center_kmeans.participant_center_scatter(held, starts)
 
     # -- a registered statistic (protocol.algorithms.StatisticSpec) -------------------------
-    def statistic(self, name: str, centers: ArrayLike) -> dict[str, FloatArray]:
-        """The fields of the registered statistic ``name`` of the local rows for ``centers``,
-        each of the shape the statistic declares."""
+    def statistic(
+        self, name: str, centers: ArrayLike, params: Mapping[str, float] | None = None
+    ) -> dict[str, FloatArray]:
+        """The fields of the registered statistic ``name`` of the local rows for ``centers``
+        and its declared ``params`` (checked again here: refused when undeclared, missing or
+        out of range), each of the shape the statistic declares."""
         spec = algorithms.statistic(name)
+        given = dict(params or {})
+        try:
+            spec.check_params(given)
+        except ValueError as exc:
+            raise RefusedError(f"{exc}: refused.") from None
         C = np.asarray(centers, dtype=np.float64)
         if not np.all(np.isfinite(C)) or (C.ndim >= 1 and C.shape[-1] != self.n_features):
             raise RefusedError(f"a {name!r} statistic needs finite centers of width "
                                f"{self.n_features}.")
-        fields = spec.compute()(self._in_memory().X, C)
+        fields = spec.compute()(self._rows, C, **given)
         declared = spec.shapes(self.n_features, C.shape)
         out = {field: np.asarray(value, dtype=np.float64) for field, value in fields.items()}
         if {f: v.shape for f, v in out.items()} != declared:  # its code's fault, not the rows'
@@ -248,10 +256,6 @@ class LocalParticipant:
     def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> validity.FuzzyDBSums:
         """Per-cluster spread and membership sums for FedFuzzDB (Stallmann eq. 14–16)."""
         return validity.participant_fuzzy_db_sums(self._rows, self._centers(centers), m=m, q=q)
-
-    def silhouette_sums(self, centers: ArrayLike) -> validity.SilhouetteSums:
-        """Σ of simplified-silhouette values and their count over the local rows."""
-        return validity.participant_silhouette_sums(self._rows, self._centers(centers))
 
     def local_k(
         self, k_min: int, k_max: int, *, m: float, seed: int | None
@@ -311,8 +315,6 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             )
         case msg.FuzzyDbSumsTask(centers=centers, m=m, q=q):
             return msg.FuzzyDbSumsReply.of(computations.fuzzy_db_sums(centers.to_numpy(), m=m, q=q))
-        case msg.SilhouetteSumsTask(centers=centers):
-            return msg.SilhouetteSumsReply.of(computations.silhouette_sums(centers.to_numpy()))
         case msg.KfedCentersTask(k_local=k_local, seed=seed):
             return msg.KfedCentersReply(
                 centers=msg.WireArray.of(computations.kfed_centers(k_local, seed=seed))
@@ -336,8 +338,8 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             return msg.CenterSumsReply.of(computations.center_sums(centers.to_numpy()))
         case msg.CenterScatterTask(centers=centers):
             return msg.CenterScatterReply.of(computations.center_scatter(centers.to_numpy()))
-        case msg.StatisticTask(name=name, centers=centers):
-            fields = computations.statistic(name, centers.to_numpy())
+        case msg.StatisticTask(name=name, centers=centers, params=params):
+            fields = computations.statistic(name, centers.to_numpy(), params)
             return msg.StatisticReply(
                 fields={field: msg.WireArray.of(value) for field, value in fields.items()}
             )

@@ -4,7 +4,7 @@ central FCM on the pooled data (``protocol.maths.exact_fcm``)."""
 
 from __future__ import annotations
 
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 
 SPECS = (
     AlgorithmSpec(
@@ -12,6 +12,7 @@ SPECS = (
         title="Exact federated FCM by local sums (Corcuera Bárcena et al. 2021)",
         family="sweep",
         tasks=SWEEP_TASKS | {"fcm_sums"},
+        statistics=SWEEP_STATISTICS,
         procedure_path="fedclust.coordinator.exact_fcm:procedure",
         plain_notes=(
             "ffcm (exact federated FCM): each participant's local sums Σu^m and Σu^m·x per "

@@ -43,6 +43,7 @@ __all__ = [
     "combine_silhouette",
     "participant_fuzzy_db_sums",
     "participant_silhouette_sums",
+    "silhouette_fields",
     "simplified_silhouette",
     "soft_davies_bouldin",
 ]
@@ -272,6 +273,12 @@ def participant_silhouette_sums(
     """Σ s(x) of the simplified silhouette over the local rows."""
     rows, C = _data_and_centers(X, centers, "participant_silhouette_sums")
     return SilhouetteSums(total=_silhouette_total(rows, C))
+
+
+def silhouette_fields(rows: RowSource, centers: FloatArray) -> dict[str, FloatArray]:
+    """The ``silhouette_sums`` statistic (``protocol.algorithms.statistics``): its one field
+    ``total`` = [Σ s(x)] of :func:`participant_silhouette_sums`."""
+    return {"total": np.array([participant_silhouette_sums(rows, centers).total])}
 
 
 def combine_silhouette(sums: Sequence[SilhouetteSums], total_count: int) -> float:

@@ -102,8 +102,6 @@ def field_bounds(
             return {"u_sum": N, "weighted_sum": N * B}
         case msg.FuzzyDbSumsTask(q=q):
             return {"spread": N * distance**q, "membership": N}
-        case msg.SilhouetteSumsTask():
-            return {"total": N}
         case msg.CenterSumsTask(weight_bound=weight_bound):
             W = N if weight_bound is None else weight_bound
             return {
@@ -113,9 +111,9 @@ def field_bounds(
         case msg.CenterScatterTask(weight_bound=weight_bound):
             W = N if weight_bound is None else weight_bound
             return {"scatter": W * distance**2, "removal": W * distance**2}
-        case msg.StatisticTask(name=name, centers=centers):
+        case msg.StatisticTask(name=name, centers=centers, params=params):
             declared = algorithms.statistic(name).bounds(
-                n_features, tuple(centers.shape), max_rows, value_bound
+                n_features, tuple(centers.shape), max_rows, value_bound, params
             )
             return {field: float(bound) for field, bound in declared.items()}
         case msg.DistillSoftTask():

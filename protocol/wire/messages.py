@@ -53,13 +53,15 @@ from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.exact_fcm import FCMSums
 from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.maths.standardise import MomentSums
-from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
+from fedclust.protocol.maths.validity import FuzzyDBSums
 
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
 #: 3: the terms carry ``feature_names`` and ``init``; fed-distill's training tasks their
 #: epochs, learning rate and batch size; the ``kfed_dennis_centers`` task.
+#: 4: built-in sum-type statistics travel as the generic ``statistic`` task with declared
+#: ``params`` (a :class:`StatisticTask` and :class:`StatisticReply`), not one class each.
 #: Jobs stored by a coordinator of an earlier version do not resume under this one.
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 #: The most values a job's ``init`` (its K initial centers) holds.
 MAX_INIT_VALUES: Final = 1_000_000
 #: Largest request body a service reads (the largest array, base64, fits with room to spare).
@@ -200,13 +202,6 @@ class FuzzyDbSumsTask(_Strict):
     q: float = Field(gt=0.0)
 
 
-class SilhouetteSumsTask(_Strict):
-    """Σ of simplified-silhouette values against ``centers``."""
-
-    kind: Literal["silhouette_sums"] = "silhouette_sums"
-    centers: WireArray
-
-
 class KfedCentersTask(_Strict):
     """Local k-means centers for k-FED (Dennis et al.), "kfed"'s local step."""
 
@@ -292,12 +287,19 @@ class CenterScatterTask(_Strict):
 
 class StatisticTask(_Strict):
     """A registered sum-type statistic (``protocol.algorithms.StatisticSpec``) of the rows
-    for ``centers``: the one task of every statistic an algorithm adds, whose reply's fields
-    and shapes the statistic declares."""
+    for ``centers``: the one task of every sum-type statistic, whose reply's fields and
+    shapes, and whose ``params``, the statistic declares (an unknown, missing or
+    out-of-range parameter is refused: 422 at the API, a refusal at the participant)."""
 
     kind: Literal["statistic"] = "statistic"
     name: Annotated[Identifier, Registered(algorithms.statistic_names, "statistic")]
     centers: WireArray
+    params: dict[Identifier, float] = Field(default_factory=dict, max_length=16)
+
+    @model_validator(mode="after")
+    def _declared(self) -> StatisticTask:
+        algorithms.statistic(self.name).check_params(self.params)
+        return self
 
 
 # -- clustered federated distillation (Yang & Tae 2023; coordinator.distillation) ------------
@@ -431,7 +433,6 @@ SumTaskSpec = Annotated[
     MomentSumsTask
     | FcmSumsTask
     | FuzzyDbSumsTask
-    | SilhouetteSumsTask
     | CenterSumsTask
     | CenterScatterTask
     | StatisticTask
@@ -569,7 +570,6 @@ TaskSpec = Annotated[
     | FcmSumsTask
     | LocalFcmTask
     | FuzzyDbSumsTask
-    | SilhouetteSumsTask
     | KfedCentersTask
     | KfedDennisCentersTask
     | LocalKTask
@@ -601,7 +601,7 @@ TaskSpec = Annotated[
 class Task(_Strict):
     """One unit of work for one participant; ``task_id`` counts that participant's tasks."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     algorithm: AnyAlgorithm
@@ -711,18 +711,6 @@ class FuzzyDbSumsReply(_Strict):
 
     def to_result(self) -> FuzzyDBSums:
         return FuzzyDBSums(spread=self.spread.to_numpy(), membership=self.membership.to_numpy())
-
-
-class SilhouetteSumsReply(_Strict):
-    kind: Literal["silhouette_sums"] = "silhouette_sums"
-    total: float
-
-    @classmethod
-    def of(cls, r: SilhouetteSums) -> SilhouetteSumsReply:
-        return cls(total=r.total)
-
-    def to_result(self) -> SilhouetteSums:
-        return SilhouetteSums(total=self.total)
 
 
 class KfedCentersReply(_Strict):
@@ -895,7 +883,6 @@ Reply = Annotated[
     | FcmSumsReply
     | LocalFcmReply
     | FuzzyDbSumsReply
-    | SilhouetteSumsReply
     | KfedCentersReply
     | LocalKReply
     | CenterSumsReply
@@ -926,7 +913,6 @@ REPLY_KIND: Final[dict[str, str]] = {
     "fcm_sums": "fcm_sums",
     "local_fcm": "local_fcm",
     "fuzzy_db_sums": "fuzzy_db_sums",
-    "silhouette_sums": "silhouette_sums",
     "kfed_centers": "kfed_centers",
     "kfed_dennis_centers": "kfed_centers",
     "local_k": "local_k",
@@ -957,7 +943,7 @@ REPLY_KIND: Final[dict[str, str]] = {
 class Contribution(_Strict):
     """A participant's answer to one task."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     reply: Reply
@@ -971,7 +957,7 @@ class CountReport(_Strict):
     releases a total over a roster outside it, so a coordinator cannot count it among
     members it did not admit."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     count: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -980,7 +966,7 @@ class CountReport(_Strict):
 class CountRoster(_Strict):
     """The coordinator tells the counting service which participants take part in a job."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     participants: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -1000,7 +986,7 @@ class PaillierContribution(_Strict):
     job is not within it (none given: nothing is), and the round is decrypted only over
     contributors within every contributor's admitted roster."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -1013,7 +999,7 @@ class CohortNotice(_Strict):
     released, and refuses it (409) when, with the cohorts released before, it would make a
     statistic of fewer than the minimum cohort derivable."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -1027,7 +1013,7 @@ class UnmaskView(_Strict):
     survivors also pass the differencing guard as a released cohort, as a
     :class:`CohortNotice` does."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     setup: int = Field(ge=1, le=MAX_WIRE_INT)
     round: int = Field(ge=1, le=MAX_WIRE_INT)
@@ -1042,7 +1028,7 @@ class PaillierDecryptRequest(_Strict):
     round, at least the minimum cohort; every field's ``n_contributions`` must match them.
     """
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
@@ -1449,7 +1435,7 @@ class ResultDocument(_Strict):
 class Enrolment(_Strict):
     """A participant agent announces itself: its schema width and what its policy allows."""
 
-    protocol_version: Literal[3] = PROTOCOL_VERSION
+    protocol_version: Literal[4] = PROTOCOL_VERSION
     n_features: int = Field(ge=1, le=100_000)
     allowed_algorithms: list[AnyAlgorithm] = Field(min_length=1)
     agent_version: str = Field(default="", max_length=64)
@@ -1479,6 +1465,11 @@ class ParticipantPublic(_Strict):
 
 
 # -- reply acceptance ------------------------------------------------------------------------------
+def task_name(spec: TaskSpec) -> str:
+    """What a task computes: the statistic a :class:`StatisticTask` names, else its kind."""
+    return spec.name if isinstance(spec, StatisticTask) else spec.kind
+
+
 def _task_centers(spec: TaskSpec) -> tuple[int, ...] | None:
     centers = getattr(spec, "centers", None)
     return None if centers is None else tuple(centers.shape)
@@ -1497,8 +1488,6 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
             return {"u_sum": (K,), "weighted_sum": (K, D)}
         case FuzzyDbSumsTask():
             return {"spread": (K,), "membership": (K,)}
-        case SilhouetteSumsTask():
-            return {"total": (1,)}
         case CenterSumsTask():
             S, K = spec.centers.shape[:2]
             return {
@@ -1526,8 +1515,6 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
             return {"u_sum": reply.u_sum.to_numpy(), "weighted_sum": reply.weighted_sum.to_numpy()}
         case FuzzyDbSumsReply():
             return {"spread": reply.spread.to_numpy(), "membership": reply.membership.to_numpy()}
-        case SilhouetteSumsReply():
-            return {"total": np.array([reply.total])}
         case CenterSumsReply():
             return {
                 "sums": reply.sums.to_numpy(),
@@ -1563,8 +1550,6 @@ def reply_of_sums(
             return FcmSumsReply(u_sum=w["u_sum"], weighted_sum=w["weighted_sum"])
         case FuzzyDbSumsTask():
             return FuzzyDbSumsReply(spread=w["spread"], membership=w["membership"])
-        case SilhouetteSumsTask():
-            return SilhouetteSumsReply(total=float(sums["total"][0]))
         case CenterSumsTask():
             return CenterSumsReply(
                 sums=w["sums"], weights=w["weights"], inertia=w["inertia"],

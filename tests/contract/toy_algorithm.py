@@ -15,7 +15,7 @@ from typing import Any
 from fedclust.coordinator._rounds import iterate_centers, resolve_init
 from fedclust.coordinator.result import FederatedResult, RunOptions
 from fedclust.core.validation import FloatArray
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 from fedclust.protocol.maths.exact_fcm import combine_sums
 from fedclust.protocol.wire import messages as msg
 
@@ -27,6 +27,7 @@ SPEC = AlgorithmSpec(
     title="Exact federated FCM with a damped combine step (a test's toy)",
     family="sweep",
     tasks=SWEEP_TASKS | {"fcm_sums"},
+    statistics=SWEEP_STATISTICS,
     procedure_path=f"{__name__}:procedure",
     plain_notes=(
         "toy-damped-fcm: each participant's local sums Σu^m and Σu^m·x per cluster reach the "

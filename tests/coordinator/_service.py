@@ -274,7 +274,7 @@ def post_reply(
 ) -> httpx.Response:
     """POST a contribution (a reply model, or a raw JSON reply dict for malformed ones)."""
     raw_reply = reply if isinstance(reply, dict) else json.loads(reply.model_dump_json())
-    body = {"protocol_version": 3, "job_id": task.job_id, "task_id": task.task_id,
+    body = {"protocol_version": 4, "job_id": task.job_id, "task_id": task.task_id,
             "reply": raw_reply}
     response: httpx.Response = client.post(
         f"{API}/jobs/{task.job_id}/tasks/{task.task_id}/contribution",

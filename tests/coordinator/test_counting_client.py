@@ -39,7 +39,7 @@ def test_roster_and_total_carry_the_token() -> None:
         ("GET", "/api/v1/jobs/job-1/total", "Bearer tok"),
     ]
     assert json.loads(seen[0][3]) == {
-        "protocol_version": 3, "job_id": "job-1", "participants": ["a", "b", "c"]
+        "protocol_version": 4, "job_id": "job-1", "participants": ["a", "b", "c"]
     }
 
 

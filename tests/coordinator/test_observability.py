@@ -51,7 +51,7 @@ class HealthyCounting(FakeCounting):
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/v1/health":
-            return httpx.Response(200, json={"status": "ok", "protocol_version": 3})
+            return httpx.Response(200, json={"status": "ok", "protocol_version": 4})
         return super().handler(request)
 
 

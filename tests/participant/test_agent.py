@@ -347,7 +347,7 @@ def all_kinds() -> list[msg.Task]:
         (msg.FcmSumsTask(centers=CENTERS, m=2.0), "ffcm"),
         (msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=50), "fedfcm-avg"),
         (msg.FuzzyDbSumsTask(centers=CENTERS, m=2.0, q=2.0), "fedfcm"),
-        (msg.SilhouetteSumsTask(centers=CENTERS), "fedfcm"),
+        (msg.StatisticTask(name="silhouette_sums", centers=CENTERS), "fedfcm"),
         (msg.HoldKmeansInitTask(k=2, seed=3), "fkm"),
         (msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.HoldKmeansStepTask(centers=CENTERS), "fkm"),
@@ -530,6 +530,9 @@ def test_standardisation_is_saved_and_reapplied_after_a_restart(
     assert dumped(other.replies()[1]) == dumped(execute(reference(X), sums))
 
 
+SILHOUETTE = msg.StatisticTask(name="silhouette_sums", centers=CENTERS)
+
+
 def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
@@ -537,12 +540,12 @@ def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
     step = msg.HoldKmeansStepTask(centers=CENTERS)
     first = run(
         config,
-        declared([task(0, step, "fkm"), task(1, msg.SilhouetteSumsTask(centers=CENTERS), "fkm"),
+        declared([task(0, step, "fkm"), task(1, SILHOUETTE, "fkm"),
                   task(2, step, "fkm"), task(3, step, "fkm")]),
         counting,
     )
     kinds = [r.kind for r in first.replies()]
-    assert kinds == ["declaration", "ack", "silhouette_sums", "ack", "refusal"]
+    assert kinds == ["declaration", "ack", "statistic", "ack", "refusal"]
     refusal = first.replies()[4]
     assert isinstance(refusal, msg.RefusalReply)
     assert refusal.reason == "round 3 exceeds this participant's max_rounds=2."
@@ -649,12 +652,12 @@ def test_a_placeholder_token_is_refused_at_start_up(tmp_path: Path, placeholder:
 def test_an_unreadable_task_is_refused_with_the_reason(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
-    future = {"protocol_version": 4, "job_id": JOB, "task_id": 0, "algorithm": "ffcm",
+    future = {"protocol_version": 5, "job_id": JOB, "task_id": 0, "algorithm": "ffcm",
               "spec": {"kind": "teleport"}}
     fake = run(write_config(tmp_path), [future], counting)
     reply = fake.replies()[0]
     assert isinstance(reply, msg.RefusalReply)
-    assert reply.reason.startswith("this agent cannot read the task (protocol version 3)")
+    assert reply.reason.startswith("this agent cannot read the task (protocol version 4)")
     assert "protocol_version" in reply.reason
 
 
