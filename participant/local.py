@@ -33,7 +33,6 @@ from fedclust.protocol.maths import (
     fedfcm,
     kfed,
     standardise,
-    validity,
 )
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.declaration import Declaration
@@ -252,11 +251,7 @@ class LocalParticipant:
                                "declares: refused.")
         return out
 
-    # -- validation -------------------------------------------------------------------------
-    def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> validity.FuzzyDBSums:
-        """Per-cluster spread and membership sums for FedFuzzDB (Stallmann eq. 14–16)."""
-        return validity.participant_fuzzy_db_sums(self._rows, self._centers(centers), m=m, q=q)
-
+    # -- choosing K -------------------------------------------------------------------------
     def local_k(
         self, k_min: int, k_max: int, *, m: float, seed: int | None
     ) -> int:
@@ -313,8 +308,6 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             return msg.LocalFcmReply.of(
                 computations.local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
             )
-        case msg.FuzzyDbSumsTask(centers=centers, m=m, q=q):
-            return msg.FuzzyDbSumsReply.of(computations.fuzzy_db_sums(centers.to_numpy(), m=m, q=q))
         case msg.KfedCentersTask(k_local=k_local, seed=seed):
             return msg.KfedCentersReply(
                 centers=msg.WireArray.of(computations.kfed_centers(k_local, seed=seed))

@@ -43,14 +43,14 @@ __all__ = [
 Family = Literal["sweep", "model"]
 
 #: The tasks every sweep job may send besides its algorithm's own: the declaration, the
-#: count, standardisation, the local-only choice of K, FedFuzzDB and the statistics of
+#: count, standardisation, the local-only choice of K and the statistics of
 #: :data:`SWEEP_STATISTICS`.
 SWEEP_TASKS: Final = frozenset(
-    {"declare", "report_count", "moment_sums", "apply_standardisation", "local_k",
-     "fuzzy_db_sums", "statistic"}
+    {"declare", "report_count", "moment_sums", "apply_standardisation", "local_k", "statistic"}
 )
-#: The statistics every sweep job asks: the simplified silhouette of each K's centers.
-SWEEP_STATISTICS: Final = frozenset({"silhouette_sums"})
+#: The statistics every sweep job asks of each K's centers: FedFuzzDB's sums and the
+#: simplified silhouette.
+SWEEP_STATISTICS: Final = frozenset({"fuzzy_db_sums", "silhouette_sums"})
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ with the maths it is.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
-from fedclust.protocol.algorithms import StatisticSpec
+from fedclust.protocol.algorithms import Param, StatisticSpec
 
 __all__ = ["STATISTICS"]
 
@@ -25,9 +26,27 @@ def _silhouette_bounds(
     return {"total": float(max_rows)}  # s(x) in [0, 1]
 
 
+def _fuzzy_db_shapes(n_features: int, centers: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    return {"spread": (centers[0],), "membership": (centers[0],)}
+
+
+def _fuzzy_db_bounds(
+    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float,
+    params: Mapping[str, float],
+) -> dict[str, float]:
+    N, distance = float(max_rows), 3.0 * value_bound * math.sqrt(n_features)
+    return {"spread": N * distance ** params["q"], "membership": N}
+
+
 STATISTICS = (
     StatisticSpec(
         name="silhouette_sums", shapes=_silhouette_shapes, bounds=_silhouette_bounds,
         compute_path="fedclust.protocol.maths.validity:silhouette_fields",
+    ),
+    # FedFuzzDB (Stallmann & Wilbik 2022, eq. 14-16): Σ_j ||x_j − c_i||^q and Σ_j u_ij.
+    StatisticSpec(
+        name="fuzzy_db_sums", shapes=_fuzzy_db_shapes, bounds=_fuzzy_db_bounds,
+        compute_path="fedclust.protocol.maths.validity:fuzzy_db_fields",
+        params={"m": Param(gt=1.0), "q": Param(gt=0.0)},
     ),
 )

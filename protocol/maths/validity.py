@@ -41,6 +41,7 @@ __all__ = [
     "SilhouetteSums",
     "combine_fuzzy_db",
     "combine_silhouette",
+    "fuzzy_db_fields",
     "participant_fuzzy_db_sums",
     "participant_silhouette_sums",
     "silhouette_fields",
@@ -197,6 +198,15 @@ def participant_fuzzy_db_sums(
     m = check_fuzzifier(m, owner=owner)
     q = _check_q(q, owner)
     return _fuzzy_db_sums(rows, C, m, q)
+
+
+def fuzzy_db_fields(
+    rows: RowSource, centers: FloatArray, *, m: float, q: float
+) -> dict[str, FloatArray]:
+    """The ``fuzzy_db_sums`` statistic (``protocol.algorithms.statistics``): the fields
+    ``spread`` and ``membership`` of :func:`participant_fuzzy_db_sums` (eq. 15)."""
+    sums = participant_fuzzy_db_sums(rows, centers, m=m, q=q)
+    return {"spread": sums.spread, "membership": sums.membership}
 
 
 def combine_fuzzy_db(

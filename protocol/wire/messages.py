@@ -53,7 +53,6 @@ from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.exact_fcm import FCMSums
 from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.maths.standardise import MomentSums
-from fedclust.protocol.maths.validity import FuzzyDBSums
 
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
 #: 3: the terms carry ``feature_names`` and ``init``; fed-distill's training tasks their
@@ -191,15 +190,6 @@ class LocalFcmTask(_Strict):
     m: float = Field(gt=1.0)
     tol: float = Field(ge=0.0)
     max_iter: int = Field(ge=1, le=100_000)
-
-
-class FuzzyDbSumsTask(_Strict):
-    """FedFuzzDB spread and membership sums against ``centers`` (eq. 14–16)."""
-
-    kind: Literal["fuzzy_db_sums"] = "fuzzy_db_sums"
-    centers: WireArray
-    m: float = Field(gt=1.0)
-    q: float = Field(gt=0.0)
 
 
 class KfedCentersTask(_Strict):
@@ -432,7 +422,6 @@ Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$"
 SumTaskSpec = Annotated[
     MomentSumsTask
     | FcmSumsTask
-    | FuzzyDbSumsTask
     | CenterSumsTask
     | CenterScatterTask
     | StatisticTask
@@ -569,7 +558,6 @@ TaskSpec = Annotated[
     | DeclareTask
     | FcmSumsTask
     | LocalFcmTask
-    | FuzzyDbSumsTask
     | KfedCentersTask
     | KfedDennisCentersTask
     | LocalKTask
@@ -698,19 +686,6 @@ class LocalFcmReply(_Strict):
     def to_result(self) -> LocalCenters:
         return LocalCenters(centers=self.centers.to_numpy(), weights=self.weights.to_numpy(),
                             global_objective=self.global_objective, n_iter=self.n_iter)
-
-
-class FuzzyDbSumsReply(_Strict):
-    kind: Literal["fuzzy_db_sums"] = "fuzzy_db_sums"
-    spread: WireArray
-    membership: WireArray
-
-    @classmethod
-    def of(cls, r: FuzzyDBSums) -> FuzzyDbSumsReply:
-        return cls(spread=WireArray.of(r.spread), membership=WireArray.of(r.membership))
-
-    def to_result(self) -> FuzzyDBSums:
-        return FuzzyDBSums(spread=self.spread.to_numpy(), membership=self.membership.to_numpy())
 
 
 class KfedCentersReply(_Strict):
@@ -882,7 +857,6 @@ Reply = Annotated[
     | DeclarationReply
     | FcmSumsReply
     | LocalFcmReply
-    | FuzzyDbSumsReply
     | KfedCentersReply
     | LocalKReply
     | CenterSumsReply
@@ -912,7 +886,6 @@ REPLY_KIND: Final[dict[str, str]] = {
     "declare": "declaration",
     "fcm_sums": "fcm_sums",
     "local_fcm": "local_fcm",
-    "fuzzy_db_sums": "fuzzy_db_sums",
     "kfed_centers": "kfed_centers",
     "kfed_dennis_centers": "kfed_centers",
     "local_k": "local_k",
@@ -1486,8 +1459,6 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
             return {"sum": (D,), "sum_sq": (D,)}
         case FcmSumsTask():
             return {"u_sum": (K,), "weighted_sum": (K, D)}
-        case FuzzyDbSumsTask():
-            return {"spread": (K,), "membership": (K,)}
         case CenterSumsTask():
             S, K = spec.centers.shape[:2]
             return {
@@ -1513,8 +1484,6 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
             return {"sum": reply.sum.to_numpy(), "sum_sq": reply.sum_sq.to_numpy()}
         case FcmSumsReply():
             return {"u_sum": reply.u_sum.to_numpy(), "weighted_sum": reply.weighted_sum.to_numpy()}
-        case FuzzyDbSumsReply():
-            return {"spread": reply.spread.to_numpy(), "membership": reply.membership.to_numpy()}
         case CenterSumsReply():
             return {
                 "sums": reply.sums.to_numpy(),
@@ -1548,8 +1517,6 @@ def reply_of_sums(
             return MomentSumsReply(sum=w["sum"], sum_sq=w["sum_sq"], shift=shift)
         case FcmSumsTask():
             return FcmSumsReply(u_sum=w["u_sum"], weighted_sum=w["weighted_sum"])
-        case FuzzyDbSumsTask():
-            return FuzzyDbSumsReply(spread=w["spread"], membership=w["membership"])
         case CenterSumsTask():
             return CenterSumsReply(
                 sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
@@ -1610,8 +1577,6 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
             want = {"u_sum": (K,), "weighted_sum": (K, D)}
         case LocalFcmReply():
             want = {"centers": (K, D), "weights": (K,)}
-        case FuzzyDbSumsReply():
-            want = {"spread": (K,), "membership": (K,)}
         case KfedCentersReply():
             n = reply.centers.shape[0] if reply.centers.shape else -1
             want = {"centers": (n, D)}

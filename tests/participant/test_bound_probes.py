@@ -223,7 +223,12 @@ def test_the_u_sum_bound_probe_gets_the_same_refusal_and_an_honest_bound_an_answ
     assert all(isinstance(r, msg.PaillierInputReply) for r in answered.values())
 
 
-FAR = msg.FuzzyDbSumsTask(centers=wire([[40.0, 0.0], [-40.0, 40.0]]), m=2.0, q=2.0)
+def fuzzy_db(centers: list[list[float]]) -> msg.StatisticTask:
+    return msg.StatisticTask(name="fuzzy_db_sums", centers=wire(centers),
+                             params={"m": 2.0, "q": 2.0})
+
+
+FAR = fuzzy_db([[40.0, 0.0], [-40.0, 40.0]])
 
 
 @pytest.mark.parametrize(
@@ -235,8 +240,7 @@ FAR = msg.FuzzyDbSumsTask(centers=wire([[40.0, 0.0], [-40.0, 40.0]]), m=2.0, q=2
         # centers beyond 2B: distances <= B + |c| <= 3·|c|/2 per coordinate
         (FAR, B, True),
         (FAR, 20.0, False),
-        (msg.FuzzyDbSumsTask(centers=wire([[16.0, 0.0], [-16.0, 16.0]]), m=2.0, q=2.0), B,
-         False),
+        (fuzzy_db([[16.0, 0.0], [-16.0, 16.0]]), B, False),
     ],
     ids=["far-shift", "far-shift-honest", "far-centers", "far-centers-honest", "centers-2B"],
 )

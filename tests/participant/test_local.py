@@ -50,11 +50,26 @@ def test_min_cluster_size_from_the_policy_is_applied() -> None:
 )
 def test_malformed_centers_are_rejected_and_state_is_kept(centers: NDArray[np.float64]) -> None:
     part = LocalParticipant(blobs(), name="a")
-    before = part.fuzzy_db_sums(np.array([[0.0, 0.0], [3.0, 3.0]]), m=2.0, q=1.0)
-    with pytest.raises(ValueError, match="centers"):
-        part.fuzzy_db_sums(centers, m=2.0, q=1.0)
-    after = part.fuzzy_db_sums(np.array([[0.0, 0.0], [3.0, 3.0]]), m=2.0, q=1.0)
-    np.testing.assert_array_equal(before.spread, after.spread)
+    good, params = np.array([[0.0, 0.0], [3.0, 3.0]]), {"m": 2.0, "q": 1.0}
+    before = part.statistic("fuzzy_db_sums", good, params)
+    with pytest.raises((ValueError, RefusedError), match="centers"):
+        part.statistic("fuzzy_db_sums", centers, params)
+    after = part.statistic("fuzzy_db_sums", good, params)
+    np.testing.assert_array_equal(before["spread"], after["spread"])
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [({"m": 2.0}, "needs parameter 'q'"), ({"m": 1.0, "q": 1.0}, "'m' .* must be a finite "
+     r"number > 1.0"), ({"m": 2.0, "q": 1.0, "p": 2.0}, "takes no parameter p")],
+    ids=["missing", "out-of-range", "unknown"],
+)
+def test_a_statistic_with_other_params_than_declared_is_refused(
+    params: dict[str, float], reason: str
+) -> None:
+    part = LocalParticipant(blobs(), name="a")
+    with pytest.raises(RefusedError, match=reason):
+        part.statistic("fuzzy_db_sums", np.array([[0.0, 0.0], [3.0, 3.0]]), params)
 
 
 def test_non_finite_data_is_refused_at_enrolment() -> None:

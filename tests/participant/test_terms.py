@@ -275,7 +275,7 @@ def test_require_task(
 
 
 def test_sum_kinds_are_the_statistics_a_secure_sum_carries() -> None:
-    assert {"moment_sums", "fcm_sums", "fuzzy_db_sums", "center_sums",
+    assert {"moment_sums", "fcm_sums", "center_sums",
             "center_scatter", "statistic", "distill_soft", "fedcref_fedavg"} == SUM_KINDS
 
 
