@@ -570,11 +570,12 @@ class _Agent:
             # row count), and the reason goes to the coordinator.
             log.warning(
                 "job %s task %d: cannot compute a %s task: %s",
-                task.job_id, task.task_id, spec.kind, exc,
+                task.job_id, task.task_id, msg.task_name(spec), exc,
             )
             reply = msg.RefusalReply(
                 reason=_clip(f"participant {self._config.id!r} cannot compute this "
-                             f"{spec.kind!r} task ({type(exc).__name__}; details in its log)")
+                             f"{msg.task_name(spec)!r} task ({type(exc).__name__}; details in "
+                             "its log)")
             )
         if isinstance(reply, msg.RefusalReply):
             log.info("job %s task %d: refused (%s)", task.job_id, task.task_id, reply.reason)

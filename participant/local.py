@@ -28,7 +28,6 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.maths import (
     center_kmeans,
     choose_k,
-    exact_fcm,
     federated_kmeans,
     fedfcm,
     kfed,
@@ -127,24 +126,6 @@ class LocalParticipant:
         array: the rows this participant was built with, maybe shared, are left as they are)."""
         self._rows = as_rows(standardise.apply(self._in_memory().X, mean, scale))
 
-    # -- Corcuera Bárcena et al.: exact local sums ------------------------------------------------
-    def fcm_sums(self, centers: ArrayLike, *, m: float) -> exact_fcm.FCMSums:
-        """U_c = Σμ^m and WS_c = Σμ^m·x per cluster (Alg. 2).
-
-        With ``enforce_fcm_rule`` it refuses when the lower edge of the declared row bucket
-        is <= C(F+1)/F (``exact_fcm.declared_rule_refusal``); N >= that edge, so the paper's
-        rule on N holds whenever this one does, and the refusal depends on public facts only.
-        """
-        self.policy.require("ffcm")
-        C = self._centers(centers)
-        if self.policy.enforce_fcm_rule:
-            reason = exact_fcm.declared_rule_refusal(
-                self.declaration.row_bound, C.shape[0], self.n_features
-            )
-            if reason is not None:
-                raise RefusedError(reason)
-        return exact_fcm.participant_sums(self._rows, C, m=m, enforce_rule=False)
-
     # -- Stallmann & Wilbik: FedFCM ---------------------------------------------------------
     def local_fcm(
         self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
@@ -231,9 +212,18 @@ class LocalParticipant:
         self, name: str, centers: ArrayLike, params: Mapping[str, float] | None = None
     ) -> dict[str, FloatArray]:
         """The fields of the registered statistic ``name`` of the local rows for ``centers``
-        and its declared ``params`` (checked again here: refused when undeclared, missing or
-        out of range), each of the shape the statistic declares."""
+        and its declared ``params``, each of the shape the statistic declares.
+
+        Refused unless an algorithm the policy allows asks it; when the params are not the
+        declared ones (checked again here: undeclared, missing or out of range); when its
+        privacy rule on the declaration gives a reason (e.g. exact FCM's size rule, §4 of
+        Corcuera Bárcena et al., on the lower edge of the declared row bucket: N >= that
+        edge, so the paper's rule on N holds whenever this one does).
+        """
         spec = algorithms.statistic(name)
+        askers = [a for a in algorithms.names() if name in algorithms.get(a).statistics]
+        if not any(a in self.policy.allowed_algorithms for a in askers):
+            self.policy.require(askers[0] if askers else name)
         given = dict(params or {})
         try:
             spec.check_params(given)
@@ -243,6 +233,10 @@ class LocalParticipant:
         if not np.all(np.isfinite(C)) or (C.ndim >= 1 and C.shape[-1] != self.n_features):
             raise RefusedError(f"a {name!r} statistic needs finite centers of width "
                                f"{self.n_features}.")
+        rule = spec.refusal()
+        reason = None if rule is None else rule(self.declaration, C.shape, self.n_features)
+        if reason is not None:
+            raise RefusedError(reason)
         fields = spec.compute()(self._rows, C, **given)
         declared = spec.shapes(self.n_features, C.shape)
         out = {field: np.asarray(value, dtype=np.float64) for field, value in fields.items()}
@@ -302,8 +296,6 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             return msg.AckReply()
         case msg.DeclareTask(terms=terms):
             return msg.DeclarationReply.of(computations.declare(terms))
-        case msg.FcmSumsTask(centers=centers, m=m):
-            return msg.FcmSumsReply.of(computations.fcm_sums(centers.to_numpy(), m=m))
         case msg.LocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
             return msg.LocalFcmReply.of(
                 computations.local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)

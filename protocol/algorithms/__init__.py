@@ -219,6 +219,10 @@ class StatisticSpec:
             the sum then streams, on a Dask cluster's workers too).
         params: its declared parameters by name; a task's ``params`` must give each required
             one and no other, each within its limits (:meth:`check_params`).
+        refusal_path: ``"module:function"`` of a privacy rule on public facts,
+            ``f(declaration, centers' shape, D) -> reason | None``
+            (``protocol.maths.declaration.Declaration``): a participant refuses the task when
+            it gives a reason; None: no such rule.
     """
 
     name: str
@@ -226,10 +230,15 @@ class StatisticSpec:
     bounds: Bounds
     compute_path: str
     params: Mapping[str, Param] = field(default_factory=dict)
+    refusal_path: str | None = None
 
     def compute(self) -> Callable[..., Any]:
         """What a participant computes, imported on first use."""
         return _load(self.compute_path)
+
+    def refusal(self) -> Callable[..., str | None] | None:
+        """Its privacy rule (``refusal_path``), imported on first use; None: it has none."""
+        return None if self.refusal_path is None else _load(self.refusal_path)
 
     def check_params(self, given: Mapping[str, float]) -> None:
         """ValueError for a parameter it does not declare, a required one missing or one

@@ -11,8 +11,8 @@ SPECS = (
         name="ffcm",
         title="Exact federated FCM by local sums (Corcuera Bárcena et al. 2021)",
         family="sweep",
-        tasks=SWEEP_TASKS | {"fcm_sums"},
-        statistics=SWEEP_STATISTICS,
+        tasks=SWEEP_TASKS,
+        statistics=SWEEP_STATISTICS | {"fcm_sums"},
         procedure_path="fedclust.coordinator.exact_fcm:procedure",
         plain_notes=(
             "ffcm (exact federated FCM): each participant's local sums Σu^m and Σu^m·x per "

@@ -38,6 +38,17 @@ def _fuzzy_db_bounds(
     return {"spread": N * distance ** params["q"], "membership": N}
 
 
+def _fcm_shapes(n_features: int, centers: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    return {"u_sum": (centers[0],), "weighted_sum": (centers[0], n_features)}
+
+
+def _fcm_bounds(
+    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float,
+    params: Mapping[str, float],
+) -> dict[str, float]:
+    return {"u_sum": float(max_rows), "weighted_sum": max_rows * value_bound}  # u^m in [0, 1]
+
+
 STATISTICS = (
     StatisticSpec(
         name="silhouette_sums", shapes=_silhouette_shapes, bounds=_silhouette_bounds,
@@ -48,5 +59,13 @@ STATISTICS = (
         name="fuzzy_db_sums", shapes=_fuzzy_db_shapes, bounds=_fuzzy_db_bounds,
         compute_path="fedclust.protocol.maths.validity:fuzzy_db_fields",
         params={"m": Param(gt=1.0), "q": Param(gt=0.0)},
+    ),
+    # Exact FCM (Corcuera Bárcena et al. 2021, Alg. 2): U_c = Σ u^m and WS_c = Σ u^m·x, with
+    # the size rule of §4 on the declared row bucket.
+    StatisticSpec(
+        name="fcm_sums", shapes=_fcm_shapes, bounds=_fcm_bounds,
+        compute_path="fedclust.protocol.maths.exact_fcm:fcm_fields",
+        params={"m": Param(gt=1.0)},
+        refusal_path="fedclust.protocol.maths.exact_fcm:declared_refusal",
     ),
 )

@@ -98,8 +98,6 @@ def field_bounds(
     match statistic:
         case msg.MomentSumsTask():
             return {"sum": N * 2 * B, "sum_sq": N * 4 * B * B}
-        case msg.FcmSumsTask():
-            return {"u_sum": N, "weighted_sum": N * B}
         case msg.CenterSumsTask(weight_bound=weight_bound):
             W = N if weight_bound is None else weight_bound
             return {

@@ -50,7 +50,6 @@ from fedclust.protocol.algorithms.fedcref_params import FedCRefParams as FedCRef
 from fedclust.protocol.algorithms.fedcref_params import Hidden
 from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
 from fedclust.protocol.maths.declaration import Declaration
-from fedclust.protocol.maths.exact_fcm import FCMSums
 from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.maths.standardise import MomentSums
 
@@ -174,14 +173,6 @@ class DeclareTask(_Strict):
         return self.terms.participants
 
 
-class FcmSumsTask(_Strict):
-    """Exact FCM local sums against ``centers`` (Corcuera Bárcena et al., Alg. 2)."""
-
-    kind: Literal["fcm_sums"] = "fcm_sums"
-    centers: WireArray
-    m: float = Field(gt=1.0)
-
-
 class LocalFcmTask(_Strict):
     """Local FCM from ``centers`` to local convergence (Stallmann & Wilbik §2.2.1)."""
 
@@ -290,6 +281,12 @@ class StatisticTask(_Strict):
     def _declared(self) -> StatisticTask:
         algorithms.statistic(self.name).check_params(self.params)
         return self
+
+    @classmethod
+    def of(cls, name: str, centers: WireArray | NDArray[Any], **params: float) -> StatisticTask:
+        """The task of statistic ``name`` for ``centers`` with the given ``params``."""
+        wire = centers if isinstance(centers, WireArray) else WireArray.of(centers)
+        return cls(name=name, centers=wire, params=params)
 
 
 # -- clustered federated distillation (Yang & Tae 2023; coordinator.distillation) ------------
@@ -421,7 +418,6 @@ Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$"
 #: The statistics a secure sum can carry: every task whose reply is a sum over rows.
 SumTaskSpec = Annotated[
     MomentSumsTask
-    | FcmSumsTask
     | CenterSumsTask
     | CenterScatterTask
     | StatisticTask
@@ -556,7 +552,6 @@ TaskSpec = Annotated[
     | ApplyStandardisationTask
     | ReportCountTask
     | DeclareTask
-    | FcmSumsTask
     | LocalFcmTask
     | KfedCentersTask
     | KfedDennisCentersTask
@@ -656,19 +651,6 @@ class DeclarationReply(_Strict):
             value_bound_derived=self.value_bound_source == "derived",
             enforces_fcm_rule=self.enforces_fcm_rule,
         )
-
-
-class FcmSumsReply(_Strict):
-    kind: Literal["fcm_sums"] = "fcm_sums"
-    u_sum: WireArray
-    weighted_sum: WireArray
-
-    @classmethod
-    def of(cls, r: FCMSums) -> FcmSumsReply:
-        return cls(u_sum=WireArray.of(r.u_sum), weighted_sum=WireArray.of(r.weighted_sum))
-
-    def to_result(self) -> FCMSums:
-        return FCMSums(u_sum=self.u_sum.to_numpy(), weighted_sum=self.weighted_sum.to_numpy())
 
 
 class LocalFcmReply(_Strict):
@@ -855,7 +837,6 @@ Reply = Annotated[
     MomentSumsReply
     | AckReply
     | DeclarationReply
-    | FcmSumsReply
     | LocalFcmReply
     | KfedCentersReply
     | LocalKReply
@@ -884,7 +865,6 @@ REPLY_KIND: Final[dict[str, str]] = {
     "apply_standardisation": "ack",
     "report_count": "ack",
     "declare": "declaration",
-    "fcm_sums": "fcm_sums",
     "local_fcm": "local_fcm",
     "kfed_centers": "kfed_centers",
     "kfed_dennis_centers": "kfed_centers",
@@ -1457,8 +1437,6 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
     match spec:
         case MomentSumsTask():
             return {"sum": (D,), "sum_sq": (D,)}
-        case FcmSumsTask():
-            return {"u_sum": (K,), "weighted_sum": (K, D)}
         case CenterSumsTask():
             S, K = spec.centers.shape[:2]
             return {
@@ -1482,8 +1460,6 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
     match reply:
         case MomentSumsReply():
             return {"sum": reply.sum.to_numpy(), "sum_sq": reply.sum_sq.to_numpy()}
-        case FcmSumsReply():
-            return {"u_sum": reply.u_sum.to_numpy(), "weighted_sum": reply.weighted_sum.to_numpy()}
         case CenterSumsReply():
             return {
                 "sums": reply.sums.to_numpy(),
@@ -1515,8 +1491,6 @@ def reply_of_sums(
         case MomentSumsTask():
             shift = WireArray.of(np.zeros(n_features)) if spec.shift is None else spec.shift
             return MomentSumsReply(sum=w["sum"], sum_sq=w["sum_sq"], shift=shift)
-        case FcmSumsTask():
-            return FcmSumsReply(u_sum=w["u_sum"], weighted_sum=w["weighted_sum"])
         case CenterSumsTask():
             return CenterSumsReply(
                 sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
@@ -1541,7 +1515,7 @@ def _check_masked(spec: TaskSpec, reply: MaskedInputReply, n_features: int) -> N
     words = {e.name: e.words for e in spec.encoding}
     if set(reply.vectors) != set(words) or set(words) != set(fields):
         raise ValueError(
-            f"a masked {spec.statistic.kind!r} reply must carry the fields {sorted(fields)}; "
+            f"a masked {task_name(spec.statistic)!r} reply must carry the fields {sorted(fields)}; "
             f"got {sorted(reply.vectors)}"
         )
     for name, vector in reply.vectors.items():
@@ -1573,8 +1547,6 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
     match reply:
         case MomentSumsReply():
             want = {"sum": (D,), "sum_sq": (D,), "shift": (D,)}
-        case FcmSumsReply():
-            want = {"u_sum": (K,), "weighted_sum": (K, D)}
         case LocalFcmReply():
             want = {"centers": (K, D), "weights": (K,)}
         case KfedCentersReply():

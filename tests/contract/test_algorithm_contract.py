@@ -182,7 +182,7 @@ def test_an_unknown_name_is_refused_naming_the_choices() -> None:
         algorithms.register(toy_algorithm.SPEC)
     with pytest.raises(ValueError, match="must send SWEEP_TASKS"):
         algorithms.AlgorithmSpec(
-            name="incomplete", title="", family="sweep", tasks=frozenset({"fcm_sums"}),
+            name="incomplete", title="", family="sweep", tasks=frozenset({"statistic"}),
             procedure_path="m:f", plain_notes="incomplete: …", protected_notes=None,
         )
 

@@ -56,7 +56,7 @@ B = 8.0  # both organisations configure value_bound = 8; their row bound is deri
 POLICY = f"[policy]\nvalue_bound = {B}\n"
 DECLARED = Declaration(64, B, True, False, False)
 OWN = OwnBounds.of(DECLARED, 2)
-ONE_CENTER = msg.FcmSumsTask(centers=wire([[1.5, 1.5]]), m=2.0)
+ONE_CENTER = msg.StatisticTask.of("fcm_sums", wire([[1.5, 1.5]]), m=2.0)
 
 
 @pytest.fixture
@@ -272,7 +272,7 @@ def test_standardised_values_are_bounded_by_the_mean_and_scale_applied() -> None
     mean, scale = (2.0, -1.0), (0.5, 4.0)
     own = OwnBounds.of(DECLARED, 2, [(mean, scale)])
     assert own.value_bound == standardised_bound(B, mean, scale) == (B + 2.0) / 0.5
-    statistic = msg.FcmSumsTask(centers=wire([[0.0, 0.0]]), m=2.0)
+    statistic = msg.StatisticTask.of("fcm_sums", wire([[0.0, 0.0]]), m=2.0)
     assert encoding_floor(terms(), statistic, own)["weighted_sum"] == 64 * 20.0
     # A coordinator's B below it is refused; its honest B_z (>= ours) is not.
     spec = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=statistic,

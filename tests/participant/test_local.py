@@ -19,7 +19,7 @@ def blobs(n: int = 60, seed: int = 0) -> NDArray[np.float64]:
 def test_algorithm_outside_the_policy_is_refused_with_the_reason() -> None:
     part = LocalParticipant(blobs(), name="a", policy=Policy(allowed_algorithms=frozenset({"fkm"})))
     with pytest.raises(RefusedError, match=r"'ffcm' is not allowed .*allowed: fkm"):
-        part.fcm_sums(np.zeros((2, 2)), m=2.0)
+        part.statistic("fcm_sums", np.zeros((2, 2)), {"m": 2.0})
     with pytest.raises(RefusedError, match="'kfed' is not allowed"):
         part.kfed_centers(2, seed=0)
 
@@ -28,7 +28,7 @@ def test_exact_fcm_privacy_rule_is_enforced_by_default() -> None:
     # C(F+1)/F = 3·3/2 = 4.5 >= N = 4: the coordinator could solve for the points.
     part = LocalParticipant(blobs(4), name="small")
     with pytest.raises(RefusedError):
-        part.fcm_sums(np.zeros((3, 2)), m=2.0)
+        part.statistic("fcm_sums", np.zeros((3, 2)), {"m": 2.0})
 
 
 def test_min_cluster_size_from_the_policy_is_applied() -> None:
