@@ -200,19 +200,13 @@ class LocalParticipant:
         starts = center_kmeans.check_starts(centers, n_features=self.n_features)
         return center_kmeans.participant_center_sums(held, starts, objective=objective)
 
-    def center_scatter(self, centers: ArrayLike) -> center_kmeans.CenterScatter:
-        """Packed scatter matrices and removal costs of the held local centers per cluster of
-        each (S, K, D) start."""
-        held, _ = self._held_points()
-        starts = center_kmeans.check_starts(centers, n_features=self.n_features)
-        return center_kmeans.participant_center_scatter(held, starts)
-
     # -- a registered statistic (protocol.algorithms.StatisticSpec) -------------------------
     def statistic(
         self, name: str, centers: ArrayLike, params: Mapping[str, float] | None = None
     ) -> dict[str, FloatArray]:
-        """The fields of the registered statistic ``name`` of the local rows for ``centers``
-        and its declared ``params``, each of the shape the statistic declares.
+        """The fields of the registered statistic ``name`` of the local rows (or the held local
+        centers: its ``reads``) for ``centers`` and its declared ``params``, each of the shape
+        the statistic declares.
 
         Refused unless an algorithm the policy allows asks it; when the params are not the
         declared ones (checked again here: undeclared, missing or out of range); when its
@@ -237,7 +231,8 @@ class LocalParticipant:
         reason = None if rule is None else rule(self.declaration, C.shape, self.n_features)
         if reason is not None:
             raise RefusedError(reason)
-        fields = spec.compute()(self._rows, C, **given)
+        source = self._rows if spec.reads == "rows" else self._held_points()
+        fields = spec.compute()(source, C, **given)
         declared = spec.shapes(self.n_features, C.shape)
         out = {field: np.asarray(value, dtype=np.float64) for field, value in fields.items()}
         if {f: v.shape for f, v in out.items()} != declared:  # its code's fault, not the rows'
@@ -321,8 +316,6 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             return msg.AckReply()
         case msg.CenterSumsTask(centers=centers):
             return msg.CenterSumsReply.of(computations.center_sums(centers.to_numpy()))
-        case msg.CenterScatterTask(centers=centers):
-            return msg.CenterScatterReply.of(computations.center_scatter(centers.to_numpy()))
         case msg.StatisticTask(name=name, centers=centers, params=params):
             fields = computations.statistic(name, centers.to_numpy(), params)
             return msg.StatisticReply(

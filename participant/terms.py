@@ -114,10 +114,17 @@ def encoding_floor(
         bound = model_value_bound(terms)
     else:
         bound = task_value_bound(statistic, own.value_bound)
-    if isinstance(statistic, msg.CenterSumsTask | msg.CenterScatterTask):
+    if isinstance(statistic, msg.CenterSumsTask):
         weight, held = own.held or (float(own.declaration.row_bound), own.value_bound)
         bound = max(bound, held)
         statistic = statistic.model_copy(update={"weight_bound": weight})
+    elif isinstance(statistic, msg.StatisticTask) and (
+        algorithms.statistic(statistic.name).reads == "held"
+    ):
+        weight, held = own.held or (float(own.declaration.row_bound), own.value_bound)
+        bound = max(bound, held)
+        params = {**statistic.params, "weight_bound": weight}
+        statistic = statistic.model_copy(update={"params": params})
     return field_bounds(
         statistic, n_features=own.n_features, max_rows=own.declaration.row_bound,
         value_bound=bound,
@@ -250,7 +257,7 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
         )
     centers = getattr(spec, "centers", None)
     if isinstance(centers, msg.WireArray) and centers.shape:
-        axis = 1 if isinstance(spec, msg.CenterSumsTask | msg.CenterScatterTask) else 0
+        axis = max(len(centers.shape) - 2, 0)  # K of (K, D) centers or (S, K, D) starts
         k = centers.shape[axis] if len(centers.shape) > axis else 0
         if not 1 <= k <= max(terms.ks):
             raise _refusal(

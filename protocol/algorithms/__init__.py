@@ -214,9 +214,12 @@ class StatisticSpec:
             participant with at most N rows, every value within [-B, B], can give for each
             field (the fixed-point encoding of a protected sum, ``protocol.wire.bounds``).
         compute_path: ``"module:function"`` of what a participant computes,
-            ``f(rows, centers, **params) -> {field: array}``, imported on first use; ``rows``
-            a ``protocol.maths.rows.RowSource`` (fold its blocks, ``protocol.maths.rows.fold``:
-            the sum then streams, on a Dask cluster's workers too).
+            ``f(source, centers, **params) -> {field: array}``, imported on first use; the
+            source is what ``reads`` names.
+        reads: "rows": the participant's rows, a ``protocol.maths.rows.RowSource`` (fold its
+            blocks, ``protocol.maths.rows.fold``: the sum then streams, on a Dask cluster's
+            workers too); "held": the local centers the last hold task kept and their
+            objective, ``(protocol.maths.center_kmeans.LocalPoints, J)`` (refused before one).
         params: its declared parameters by name; a task's ``params`` must give each required
             one and no other, each within its limits (:meth:`check_params`).
         refusal_path: ``"module:function"`` of a privacy rule on public facts,
@@ -231,6 +234,7 @@ class StatisticSpec:
     compute_path: str
     params: Mapping[str, Param] = field(default_factory=dict)
     refusal_path: str | None = None
+    reads: Literal["rows", "held"] = "rows"
 
     def compute(self) -> Callable[..., Any]:
         """What a participant computes, imported on first use."""

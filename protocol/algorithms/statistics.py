@@ -49,6 +49,29 @@ def _fcm_bounds(
     return {"u_sum": float(max_rows), "weighted_sum": max_rows * value_bound}  # u^m in [0, 1]
 
 
+def _scatter_shapes(n_features: int, centers: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    S, K = centers[:2]
+    return {"scatter": (S, K, n_features * (n_features + 1) // 2), "removal": (S, K)}
+
+
+def _held_weight(max_rows: int, params: Mapping[str, float]) -> float:
+    """W of the center statistics: the task's ``weight_bound`` (FedFCM: its K local centers
+    of weight 1), or N."""
+    return params.get("weight_bound", float(max_rows))
+
+
+def _scatter_bounds(
+    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float,
+    params: Mapping[str, float],
+) -> dict[str, float]:
+    W, distance = _held_weight(max_rows, params), 3.0 * value_bound * math.sqrt(n_features)
+    return {"scatter": W * distance**2, "removal": W * distance**2}
+
+
+#: Bound on one participant's total weight of held local centers (FedFCM: its number of
+#: local centers); absent: the job's row bound.
+_WEIGHT_BOUND = Param(gt=0.0, required=False)
+
 STATISTICS = (
     StatisticSpec(
         name="silhouette_sums", shapes=_silhouette_shapes, bounds=_silhouette_bounds,
@@ -67,5 +90,12 @@ STATISTICS = (
         compute_path="fedclust.protocol.maths.exact_fcm:fcm_fields",
         params={"m": Param(gt=1.0)},
         refusal_path="fedclust.protocol.maths.exact_fcm:declared_refusal",
+    ),
+    # The server's center k-means (protocol.maths.center_kmeans): per cluster of each of S
+    # starts, the packed scatter matrix and removal cost of the held local centers.
+    StatisticSpec(
+        name="center_scatter", shapes=_scatter_shapes, bounds=_scatter_bounds,
+        compute_path="fedclust.protocol.maths.center_kmeans:center_scatter_fields",
+        params={"weight_bound": _WEIGHT_BOUND}, reads="held",
     ),
 )

@@ -104,9 +104,6 @@ def field_bounds(
                 "sums": W * B, "weights": W, "inertia": W * distance**2,
                 "contributors": 1.0, "objective": N * distance**2,
             }
-        case msg.CenterScatterTask(weight_bound=weight_bound):
-            W = N if weight_bound is None else weight_bound
-            return {"scatter": W * distance**2, "removal": W * distance**2}
         case msg.StatisticTask(name=name, centers=centers, params=params):
             declared = algorithms.statistic(name).bounds(
                 n_features, tuple(centers.shape), max_rows, value_bound, params

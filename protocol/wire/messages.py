@@ -48,7 +48,7 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.algorithms.fed_distill_params import DistillParams as DistillParams
 from fedclust.protocol.algorithms.fedcref_params import FedCRefParams as FedCRefParams
 from fedclust.protocol.algorithms.fedcref_params import Hidden
-from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
+from fedclust.protocol.maths.center_kmeans import CenterSums
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.maths.standardise import MomentSums
@@ -253,19 +253,6 @@ class CenterSumsTask(_Strict):
     )
 
 
-class CenterScatterTask(_Strict):
-    """Packed scatter matrices and removal costs of the held local centers per cluster of
-    each of S starts, ``centers`` of shape (S, K, D) (protocol.maths.center_kmeans: splitting and
-    swapping clusters)."""
-
-    kind: Literal["center_scatter"] = "center_scatter"
-    centers: WireArray
-    weight_bound: float | None = Field(
-        default=None, gt=0.0,
-        description="As for center_sums: bound on one participant's total weight.",
-    )
-
-
 class StatisticTask(_Strict):
     """A registered sum-type statistic (``protocol.algorithms.StatisticSpec``) of the rows
     for ``centers``: the one task of every sum-type statistic, whose reply's fields and
@@ -419,7 +406,6 @@ Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$"
 SumTaskSpec = Annotated[
     MomentSumsTask
     | CenterSumsTask
-    | CenterScatterTask
     | StatisticTask
     | DistillSoftTask
     | FedCRefFedavgTask,
@@ -560,7 +546,6 @@ TaskSpec = Annotated[
     | HoldKmeansInitTask
     | HoldKmeansStepTask
     | CenterSumsTask
-    | CenterScatterTask
     | StatisticTask
     | SecureSetupTask
     | SecureGraphTask
@@ -775,19 +760,6 @@ class CenterSumsReply(_Strict):
         )
 
 
-class CenterScatterReply(_Strict):
-    kind: Literal["center_scatter"] = "center_scatter"
-    scatter: WireArray
-    removal: WireArray
-
-    @classmethod
-    def of(cls, r: CenterScatter) -> CenterScatterReply:
-        return cls(scatter=WireArray.of(r.scatter), removal=WireArray.of(r.removal))
-
-    def to_result(self) -> CenterScatter:
-        return CenterScatter(scatter=self.scatter.to_numpy(), removal=self.removal.to_numpy())
-
-
 class StatisticReply(_Strict):
     """The fields of a registered statistic (:class:`StatisticTask`), each an array of the
     shape the statistic declares (:func:`check_reply`)."""
@@ -841,7 +813,6 @@ Reply = Annotated[
     | KfedCentersReply
     | LocalKReply
     | CenterSumsReply
-    | CenterScatterReply
     | StatisticReply
     | KeyAdvertReply
     | GraphReply
@@ -873,7 +844,6 @@ REPLY_KIND: Final[dict[str, str]] = {
     "hold_kmeans_init": "ack",
     "hold_kmeans_step": "ack",
     "center_sums": "center_sums",
-    "center_scatter": "center_scatter",
     "statistic": "statistic",
     "secure_setup": "key_advert",
     "secure_graph": "masking_graph",
@@ -1443,9 +1413,6 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
                 "sums": (S, K, D), "weights": (S, K), "inertia": (S,), "contributors": (S, K),
                 "objective": (1,),
             }
-        case CenterScatterTask():
-            S, K = spec.centers.shape[:2]
-            return {"scatter": (S, K, D * (D + 1) // 2), "removal": (S, K)}
         case StatisticTask():
             return algorithms.statistic(spec.name).shapes(D, tuple(spec.centers.shape))
         case DistillSoftTask():
@@ -1468,8 +1435,6 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
                 "contributors": reply.contributors.to_numpy(),
                 "objective": np.array([reply.objective]),
             }
-        case CenterScatterReply():
-            return {"scatter": reply.scatter.to_numpy(), "removal": reply.removal.to_numpy()}
         case StatisticReply():
             return {name: value.to_numpy() for name, value in reply.fields.items()}
         case DistillSoftReply():
@@ -1496,8 +1461,6 @@ def reply_of_sums(
                 sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
                 contributors=w["contributors"], objective=float(sums["objective"][0]),
             )
-        case CenterScatterTask():
-            return CenterScatterReply(scatter=w["scatter"], removal=w["removal"])
         case StatisticTask():
             return StatisticReply(fields=w)
         case DistillSoftTask():
@@ -1555,9 +1518,6 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
         case CenterSumsReply():
             assert isinstance(spec, CenterSumsTask)
             want = {k: v for k, v in sum_fields(spec, D).items() if k != "objective"}
-        case CenterScatterReply():
-            assert isinstance(spec, CenterScatterTask)
-            want = sum_fields(spec, D)
         case StatisticReply():
             assert isinstance(spec, StatisticTask)
             declared = sum_fields(spec, D)

@@ -352,7 +352,7 @@ def all_kinds() -> list[msg.Task]:
         (msg.HoldKmeansInitTask(k=2, seed=3), "fkm"),
         (msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.HoldKmeansStepTask(centers=CENTERS), "fkm"),
-        (msg.CenterScatterTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
+        (msg.StatisticTask.of("center_scatter", np.array([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.KfedCentersTask(k_local=2, seed=4), "kfed"),
         (msg.KfedDennisCentersTask(k_local=2, seed=4), "kfed-dennis"),
         (msg.LocalKTask(k_min=2, k_max=3, m=2.0, seed=5), "fedfcm"),
