@@ -70,7 +70,7 @@ def summed_fcm_sums(
 ) -> tuple[FCMSums, tuple[str, ...]]:
     """Σ over ``participants`` of the ``fcm_sums`` statistic, U_c and WS_c for ``centers``
     (Alg. 2), and who gave them."""
-    task = msg.StatisticTask(name="fcm_sums", centers=msg.WireArray.of(centers), params={"m": m})
+    task = msg.StatisticTask.of("fcm_sums", centers, m=m)
     total, names = summation.sum(participants, task, msg.StatisticReply)
     fields = {name: value.to_numpy() for name, value in total.fields.items()}
     return FCMSums(u_sum=fields["u_sum"], weighted_sum=fields["weighted_sum"]), names

@@ -183,7 +183,7 @@ def run_job(
     silhouette = []
     for entry in sweep.entries:
         centers = entry.result.centers
-        task = msg.StatisticTask(name="silhouette_sums", centers=msg.WireArray.of(centers))
+        task = msg.StatisticTask.of("silhouette_sums", centers)
         total, _ = sums.sum(live, task, msg.StatisticReply, required=True)
         summed = validity.SilhouetteSums(total=float(total.fields["total"].to_numpy()[0]))
         silhouette.append(validity.combine_silhouette([summed], n_rows))

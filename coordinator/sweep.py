@@ -176,9 +176,7 @@ def validate(
     also who was left and their N (see the module docstring)."""
     live = present(participants)
     summation = summation if summation is not None else PlainSummation()
-    task = msg.StatisticTask(
-        name="fuzzy_db_sums", centers=msg.WireArray.of(centers), params={"m": m, "q": q}
-    )
+    task = msg.StatisticTask.of("fuzzy_db_sums", centers, m=m, q=q)
     total, _ = summation.sum(live, task, msg.StatisticReply, required=True)
     sums = [validity.FuzzyDBSums(
         spread=total.fields["spread"].to_numpy(), membership=total.fields["membership"].to_numpy()

@@ -193,13 +193,6 @@ class LocalParticipant:
             )
         return self._held
 
-    def center_sums(self, centers: ArrayLike) -> center_kmeans.CenterSums:
-        """S_k, W_k, inertia and contributor indicators of the held local centers for each
-        (S, K, D) start."""
-        held, objective = self._held_points()
-        starts = center_kmeans.check_starts(centers, n_features=self.n_features)
-        return center_kmeans.participant_center_sums(held, starts, objective=objective)
-
     # -- a registered statistic (protocol.algorithms.StatisticSpec) -------------------------
     def statistic(
         self, name: str, centers: ArrayLike, params: Mapping[str, float] | None = None
@@ -314,8 +307,6 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
         case msg.HoldKmeansStepTask(centers=centers):
             computations.hold_kmeans_step(centers.to_numpy())
             return msg.AckReply()
-        case msg.CenterSumsTask(centers=centers):
-            return msg.CenterSumsReply.of(computations.center_sums(centers.to_numpy()))
         case msg.StatisticTask(name=name, centers=centers, params=params):
             fields = computations.statistic(name, centers.to_numpy(), params)
             return msg.StatisticReply(

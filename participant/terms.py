@@ -114,11 +114,7 @@ def encoding_floor(
         bound = model_value_bound(terms)
     else:
         bound = task_value_bound(statistic, own.value_bound)
-    if isinstance(statistic, msg.CenterSumsTask):
-        weight, held = own.held or (float(own.declaration.row_bound), own.value_bound)
-        bound = max(bound, held)
-        statistic = statistic.model_copy(update={"weight_bound": weight})
-    elif isinstance(statistic, msg.StatisticTask) and (
+    if isinstance(statistic, msg.StatisticTask) and (
         algorithms.statistic(statistic.name).reads == "held"
     ):
         weight, held = own.held or (float(own.declaration.row_bound), own.value_bound)

@@ -11,8 +11,8 @@ SPECS = (
         name="fedfcm",
         title="FedFCM with k-means averaging (Stallmann & Wilbik 2022)",
         family="sweep",
-        tasks=SWEEP_TASKS | {"center_sums", "hold_local_fcm"},
-        statistics=SWEEP_STATISTICS | {"center_scatter"},
+        tasks=SWEEP_TASKS | {"hold_local_fcm"},
+        statistics=SWEEP_STATISTICS | {"center_sums", "center_scatter"},
         procedure_path="fedclust.coordinator.fedfcm:procedure_kmeans",
         plain_notes=(
             "fedfcm: local FCM centers stay with the participants, but each participant's own "

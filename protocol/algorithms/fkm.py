@@ -11,8 +11,8 @@ SPECS = (
         name="fkm",
         title="Federated k-means (Garst & Reinders 2023)",
         family="sweep",
-        tasks=SWEEP_TASKS | {"center_sums", "hold_kmeans_init", "hold_kmeans_step"},
-        statistics=SWEEP_STATISTICS | {"center_scatter"},
+        tasks=SWEEP_TASKS | {"hold_kmeans_init", "hold_kmeans_step"},
+        statistics=SWEEP_STATISTICS | {"center_sums", "center_scatter"},
         procedure_path="fedclust.coordinator.federated_kmeans:procedure",
         plain_notes=(
             "fkm (federated k-means): local means and counts stay with the participants, but "

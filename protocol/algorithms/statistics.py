@@ -68,6 +68,23 @@ def _scatter_bounds(
     return {"scatter": W * distance**2, "removal": W * distance**2}
 
 
+def _center_sums_shapes(
+    n_features: int, centers: tuple[int, ...]
+) -> dict[str, tuple[int, ...]]:
+    S, K = centers[:2]
+    return {"sums": (S, K, n_features), "weights": (S, K), "inertia": (S,),
+            "contributors": (S, K), "objective": (1,)}
+
+
+def _center_sums_bounds(
+    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float,
+    params: Mapping[str, float],
+) -> dict[str, float]:
+    W, distance = _held_weight(max_rows, params), 3.0 * value_bound * math.sqrt(n_features)
+    return {"sums": W * value_bound, "weights": W, "inertia": W * distance**2,
+            "contributors": 1.0, "objective": max_rows * distance**2}
+
+
 #: Bound on one participant's total weight of held local centers (FedFCM: its number of
 #: local centers); absent: the job's row bound.
 _WEIGHT_BOUND = Param(gt=0.0, required=False)
@@ -92,7 +109,14 @@ STATISTICS = (
         refusal_path="fedclust.protocol.maths.exact_fcm:declared_refusal",
     ),
     # The server's center k-means (protocol.maths.center_kmeans): per cluster of each of S
-    # starts, the packed scatter matrix and removal cost of the held local centers.
+    # starts, S_k = Σ w_j p_j and W_k = Σ w_j of the held local centers nearest to it, each
+    # start's inertia, the contributor indicators and the held J_m (FedFCM's cycle guard) ...
+    StatisticSpec(
+        name="center_sums", shapes=_center_sums_shapes, bounds=_center_sums_bounds,
+        compute_path="fedclust.protocol.maths.center_kmeans:center_sums_fields",
+        params={"weight_bound": _WEIGHT_BOUND}, reads="held",
+    ),
+    # ... and their packed scatter matrices and removal costs (splitting, swapping clusters).
     StatisticSpec(
         name="center_scatter", shapes=_scatter_shapes, bounds=_scatter_bounds,
         compute_path="fedclust.protocol.maths.center_kmeans:center_scatter_fields",

@@ -48,7 +48,6 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.algorithms.fed_distill_params import DistillParams as DistillParams
 from fedclust.protocol.algorithms.fedcref_params import FedCRefParams as FedCRefParams
 from fedclust.protocol.algorithms.fedcref_params import Hidden
-from fedclust.protocol.maths.center_kmeans import CenterSums
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.maths.standardise import MomentSums
@@ -240,19 +239,6 @@ class HoldKmeansStepTask(_Strict):
     centers: WireArray
 
 
-class CenterSumsTask(_Strict):
-    """S_k, W_k, inertia and contributor indicators of the held local centers for each of S
-    starts, ``centers`` of shape (S, K, D) (protocol.maths.center_kmeans)."""
-
-    kind: Literal["center_sums"] = "center_sums"
-    centers: WireArray
-    weight_bound: float | None = Field(
-        default=None, gt=0.0,
-        description="Bound on one participant's total weight of held local centers (FedFCM: "
-        "its number of local centers); None: the job's row bound.",
-    )
-
-
 class StatisticTask(_Strict):
     """A registered sum-type statistic (``protocol.algorithms.StatisticSpec``) of the rows
     for ``centers``: the one task of every sum-type statistic, whose reply's fields and
@@ -405,7 +391,6 @@ Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$"
 #: The statistics a secure sum can carry: every task whose reply is a sum over rows.
 SumTaskSpec = Annotated[
     MomentSumsTask
-    | CenterSumsTask
     | StatisticTask
     | DistillSoftTask
     | FedCRefFedavgTask,
@@ -545,7 +530,6 @@ TaskSpec = Annotated[
     | HoldLocalFcmTask
     | HoldKmeansInitTask
     | HoldKmeansStepTask
-    | CenterSumsTask
     | StatisticTask
     | SecureSetupTask
     | SecureGraphTask
@@ -736,30 +720,6 @@ class RefusalReply(_Strict):
         return RefusedError(self.reason)
 
 
-class CenterSumsReply(_Strict):
-    kind: Literal["center_sums"] = "center_sums"
-    sums: WireArray
-    weights: WireArray
-    inertia: WireArray
-    contributors: WireArray
-    objective: float
-
-    @classmethod
-    def of(cls, r: CenterSums) -> CenterSumsReply:
-        return cls(
-            sums=WireArray.of(r.sums), weights=WireArray.of(r.weights),
-            inertia=WireArray.of(r.inertia), contributors=WireArray.of(r.contributors),
-            objective=r.objective,
-        )
-
-    def to_result(self) -> CenterSums:
-        return CenterSums(
-            sums=self.sums.to_numpy(), weights=self.weights.to_numpy(),
-            inertia=self.inertia.to_numpy(), contributors=self.contributors.to_numpy(),
-            objective=self.objective,
-        )
-
-
 class StatisticReply(_Strict):
     """The fields of a registered statistic (:class:`StatisticTask`), each an array of the
     shape the statistic declares (:func:`check_reply`)."""
@@ -812,7 +772,6 @@ Reply = Annotated[
     | LocalFcmReply
     | KfedCentersReply
     | LocalKReply
-    | CenterSumsReply
     | StatisticReply
     | KeyAdvertReply
     | GraphReply
@@ -843,7 +802,6 @@ REPLY_KIND: Final[dict[str, str]] = {
     "hold_local_fcm": "ack",
     "hold_kmeans_init": "ack",
     "hold_kmeans_step": "ack",
-    "center_sums": "center_sums",
     "statistic": "statistic",
     "secure_setup": "key_advert",
     "secure_graph": "masking_graph",
@@ -1402,17 +1360,9 @@ def _task_centers(spec: TaskSpec) -> tuple[int, ...] | None:
 def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]:
     """Name and shape of every summed field of the reply to ``spec`` (all float64)."""
     D = n_features
-    centers = _task_centers(spec)
-    K = centers[0] if centers else 0
     match spec:
         case MomentSumsTask():
             return {"sum": (D,), "sum_sq": (D,)}
-        case CenterSumsTask():
-            S, K = spec.centers.shape[:2]
-            return {
-                "sums": (S, K, D), "weights": (S, K), "inertia": (S,), "contributors": (S, K),
-                "objective": (1,),
-            }
         case StatisticTask():
             return algorithms.statistic(spec.name).shapes(D, tuple(spec.centers.shape))
         case DistillSoftTask():
@@ -1427,14 +1377,6 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
     match reply:
         case MomentSumsReply():
             return {"sum": reply.sum.to_numpy(), "sum_sq": reply.sum_sq.to_numpy()}
-        case CenterSumsReply():
-            return {
-                "sums": reply.sums.to_numpy(),
-                "weights": reply.weights.to_numpy(),
-                "inertia": reply.inertia.to_numpy(),
-                "contributors": reply.contributors.to_numpy(),
-                "objective": np.array([reply.objective]),
-            }
         case StatisticReply():
             return {name: value.to_numpy() for name, value in reply.fields.items()}
         case DistillSoftReply():
@@ -1456,11 +1398,6 @@ def reply_of_sums(
         case MomentSumsTask():
             shift = WireArray.of(np.zeros(n_features)) if spec.shift is None else spec.shift
             return MomentSumsReply(sum=w["sum"], sum_sq=w["sum_sq"], shift=shift)
-        case CenterSumsTask():
-            return CenterSumsReply(
-                sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
-                contributors=w["contributors"], objective=float(sums["objective"][0]),
-            )
         case StatisticTask():
             return StatisticReply(fields=w)
         case DistillSoftTask():
@@ -1515,9 +1452,6 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
         case KfedCentersReply():
             n = reply.centers.shape[0] if reply.centers.shape else -1
             want = {"centers": (n, D)}
-        case CenterSumsReply():
-            assert isinstance(spec, CenterSumsTask)
-            want = {k: v for k, v in sum_fields(spec, D).items() if k != "objective"}
         case StatisticReply():
             assert isinstance(spec, StatisticTask)
             declared = sum_fields(spec, D)

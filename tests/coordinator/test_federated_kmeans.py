@@ -50,14 +50,11 @@ class Site:
     def hold_kmeans_step(self, centers: NDArray[np.float64]) -> None:
         self._hold(fkm.participant_step(self.X, centers, p=self.p))
 
-    def center_sums(self, starts: NDArray[np.float64]) -> center_kmeans.CenterSums:
-        assert self.held is not None
-        return center_kmeans.participant_center_sums(self.held, starts)
-
     def statistic(
         self, name: str, centers: NDArray[np.float64], params: Mapping[str, float]
     ) -> dict[str, NDArray[np.float64]]:
-        """A held-centers statistic (``center_scatter``) of the local means held."""
+        """A held-centers statistic (``center_sums``, ``center_scatter``) of the local means
+        held."""
         assert self.held is not None
         fields: dict[str, NDArray[np.float64]] = algorithms.statistic(name).compute()(
             (self.held, 0.0), centers, **params

@@ -20,9 +20,7 @@ from fedclust.participant.local import LocalParticipant, reply_to
 from fedclust.protocol import algorithms
 from fedclust.protocol.maths._fuzzy import objective
 from fedclust.protocol.maths.center_kmeans import (
-    CenterSums,
     LocalPoints,
-    participant_center_sums,
 )
 from fedclust.protocol.maths.fcm import fcm
 from fedclust.protocol.maths.fedfcm import LocalCenters, participant_local_fcm
@@ -53,14 +51,11 @@ class _Client:
         self.held = (LocalPoints(local.centers, np.ones(len(local.centers))),
                      local.global_objective)
 
-    def center_sums(self, starts: FloatArray) -> CenterSums:
-        points, objective = self.held
-        return participant_center_sums(points, starts, objective=objective)
-
     def statistic(
         self, name: str, centers: FloatArray, params: Mapping[str, float]
     ) -> dict[str, FloatArray]:
-        """A held-centers statistic (``center_scatter``) of the local centers held."""
+        """A held-centers statistic (``center_sums``, ``center_scatter``) of the local
+        centers held."""
         fields: dict[str, FloatArray] = algorithms.statistic(name).compute()(
             self.held, centers, **params
         )

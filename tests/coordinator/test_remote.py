@@ -113,7 +113,7 @@ def test_no_body_reaching_the_coordinator_carries_an_n_l() -> None:
     assert doc.k_selected == 5
     bodies = [json.loads(b) for b in channel.received]
     kinds = {b["reply"]["kind"] for b in bodies}
-    assert {"moment_sums", "center_sums", "statistic", "ack"} <= kinds
+    assert {"moment_sums", "statistic", "ack"} <= kinds
     for body in bodies:
         assert not _keys(body) & {"count", "counts", "n", "n_samples", "size"}
         assert not set(_ints(body)) & set(sizes), body["reply"]["kind"]

@@ -350,7 +350,7 @@ def all_kinds() -> list[msg.Task]:
          "fedfcm"),
         (msg.StatisticTask(name="silhouette_sums", centers=CENTERS), "fedfcm"),
         (msg.HoldKmeansInitTask(k=2, seed=3), "fkm"),
-        (msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
+        (msg.StatisticTask.of("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.HoldKmeansStepTask(centers=CENTERS), "fkm"),
         (msg.StatisticTask.of("center_scatter", np.array([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.KfedCentersTask(k_local=2, seed=4), "kfed"),
@@ -448,8 +448,8 @@ def test_the_count_goes_only_to_the_counting_service(
         task(1, msg.MomentSumsTask()),
         task(2, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)),
         task(3, msg.HoldKmeansInitTask(k=2, seed=1), "fkm", job="job-fkm"),
-        task(4, msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm",
-             job="job-fkm"),
+        task(4, msg.StatisticTask.of("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]])),
+             "fkm", job="job-fkm"),
     ])
     fake = run(write_config(tmp_path), tasks, counting)
     assert dumped(fake.replies()[1]) == {"kind": "ack"}
@@ -738,7 +738,8 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
     kinds = {k.kind: k for k in summary.jobs[JOB]["coordinator"]}
     assert kinds["refusal"].messages == 1
     fkm = {k.kind: k for k in show(log, job="job-fkm").jobs["job-fkm"]["coordinator"]}
-    assert {f.name: f.shapes for f in fkm["center_sums"].fields}["reply.sums"] == ((1, 2, 2),)
+    shapes = {f.name: f.shapes for f in fkm["statistic"].fields}
+    assert shapes["reply.fields.sums"] == ((1, 2, 2),)
     assert [k.what for k in summary.jobs[JOB]["counting"]] == ["count_report"]
 
 

@@ -286,7 +286,7 @@ def test_standardised_values_are_bounded_by_the_mean_and_scale_applied() -> None
 def test_center_sums_weights_are_bounded_by_the_held_centers() -> None:
     """W is coordinator-chosen too: the k-means holds weigh local means by their counts
     (W >= R, or the weights give N_l away), FedFCM holds K centers of weight 1 (W >= K)."""
-    centers = wire(np.zeros((1, 2, 2)))
+    centers = np.zeros((1, 2, 2))
     holds: list[tuple[msg.Algorithm, msg.TaskSpec, float]] = [
         ("fkm", msg.HoldKmeansInitTask(k=2, seed=0), 64.0),
         ("fedfcm", msg.HoldLocalFcmTask(centers=wire(np.full((3, 2), 30.0)), m=2.0,
@@ -296,14 +296,14 @@ def test_center_sums_weights_are_bounded_by_the_held_centers() -> None:
         held = held_bounds(hold, OWN)
         assert held is not None and held[0] == weight
         own = OwnBounds.of(DECLARED, 2, held=held)
-        statistic = msg.CenterSumsTask(centers=centers, weight_bound=weight)
+        statistic = msg.StatisticTask.of("center_sums", centers, weight_bound=weight)
         job = terms(algorithm, protection="masking")
         # The held objective is J_m of the hold's centers (|c| = 30): B = 15, not 8.
         encoding = honest(statistic, value_bound=max(B, held[1]))
         spec = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=statistic,
                                    encoding=encoding)
         require_task(job, algorithm, spec, own)
-        low = statistic.model_copy(update={"weight_bound": weight - 1})
+        low = msg.StatisticTask.of("center_sums", centers, weight_bound=weight - 1)
         crafted = spec.model_copy(update={
             "statistic": low, "encoding": honest(low, value_bound=max(B, held[1]))})
         with pytest.raises(RefusedError, match="of a 'center_sums' sum is encoded under bound"):

@@ -34,13 +34,13 @@ def test_exact_fcm_privacy_rule_is_enforced_by_default() -> None:
 def test_min_cluster_size_from_the_policy_is_applied() -> None:
     part = LocalParticipant(blobs(60), name="a", policy=Policy(min_cluster_size=31))
     part.hold_kmeans_step(np.array([[0.0, 0.0], [3.0, 3.0]]))
-    sums = part.center_sums(np.array([[[0.0, 0.0], [3.0, 3.0]]]))
+    sums = part.statistic("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]]))
     # Both clusters hold 30 points < p = 31: no local mean is held, every sum is zero.
-    assert not sums.weights.any() and not sums.contributors.any()
+    assert not sums["weights"].any() and not sums["contributors"].any()
     part = LocalParticipant(blobs(60), name="a", policy=Policy(min_cluster_size=30))
     part.hold_kmeans_step(np.array([[0.0, 0.0], [3.0, 3.0]]))
-    sums = part.center_sums(np.array([[[0.0, 0.0], [3.0, 3.0]]]))
-    np.testing.assert_array_equal(sums.weights, [[30.0, 30.0]])
+    sums = part.statistic("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]]))
+    np.testing.assert_array_equal(sums["weights"], [[30.0, 30.0]])
 
 
 @pytest.mark.parametrize(

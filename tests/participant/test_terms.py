@@ -275,8 +275,7 @@ def test_require_task(
 
 
 def test_sum_kinds_are_the_statistics_a_secure_sum_carries() -> None:
-    assert {"moment_sums", "center_sums", "statistic", "distill_soft",
-            "fedcref_fedavg"} == SUM_KINDS
+    assert {"moment_sums", "statistic", "distill_soft", "fedcref_fedavg"} == SUM_KINDS
 
 
 def test_policy_require_protection_names_the_protection_and_the_policy() -> None:
