@@ -210,14 +210,16 @@ class LocalParticipant:
         spec = algorithms.statistic(name)
         askers = [a for a in algorithms.names() if name in algorithms.get(a).statistics]
         if not any(a in self.policy.allowed_algorithms for a in askers):
-            self.policy.require(askers[0] if askers else name)
+            if askers:
+                self.policy.require(askers[0])  # its refusal names the policy's algorithms
+            raise RefusedError(f"no registered algorithm asks a {name!r} statistic: refused.")
         given = dict(params or {})
         try:
             spec.check_params(given)
         except ValueError as exc:
             raise RefusedError(f"{exc}: refused.") from None
         C = np.asarray(centers, dtype=np.float64)
-        if not np.all(np.isfinite(C)) or (C.ndim >= 1 and C.shape[-1] != self.n_features):
+        if C.ndim < 2 or not np.all(np.isfinite(C)) or C.shape[-1] != self.n_features:
             raise RefusedError(f"a {name!r} statistic needs finite centers of width "
                                f"{self.n_features}.")
         rule = spec.refusal()

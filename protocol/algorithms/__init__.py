@@ -176,29 +176,23 @@ Bounds = Callable[[int, tuple[int, ...], int, float, Mapping[str, float]], dict[
 
 @dataclass(frozen=True)
 class Param:
-    """A declared parameter of a statistic: a finite number within the given limits.
+    """A declared parameter of a statistic: a finite number above a lower limit.
 
     Attributes:
-        gt: it must exceed this (None: no lower limit).
-        le: it must not exceed this (None: no upper limit).
+        gt: it must exceed this (None: any finite number).
         required: a task must give it; else it may leave it out (the statistic's default).
     """
 
     gt: float | None = None
-    le: float | None = None
     required: bool = True
 
     def admits(self, value: float) -> bool:
-        """Whether ``value`` is finite and within the limits."""
-        return math.isfinite(value) and (self.gt is None or value > self.gt) and (
-            self.le is None or value <= self.le
-        )
+        """Whether ``value`` is finite and above the limit."""
+        return math.isfinite(value) and (self.gt is None or value > self.gt)
 
     def describe(self) -> str:
-        """The limits in words (for a refusal; never the value given)."""
-        limits = [f"> {self.gt!r}"] if self.gt is not None else []
-        limits += [f"<= {self.le!r}"] if self.le is not None else []
-        return "a finite number" + (f" {' and '.join(limits)}" if limits else "")
+        """The limit in words (for a refusal; never the value given)."""
+        return "a finite number" + ("" if self.gt is None else f" > {self.gt!r}")
 
 
 @dataclass(frozen=True)
