@@ -27,17 +27,17 @@ __all__ = ["FloorClients", "app", "contribution_body"]
 
 def _task_body(k: int, d: int) -> bytes:
     centers = np.linspace(-1.0, 1.0, k * d).reshape(k, d)
-    spec = msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=2.0)
+    spec = msg.StatisticTask.of("fcm_sums", centers, m=2.0)
     return msg.Task(job_id="job", task_id=1, algorithm="ffcm", spec=spec).model_dump_json().encode()
 
 
 def contribution_body(k: int, d: int) -> bytes:
     """A contribution of exact-FCM sums for ``k`` centers of ``d`` features, as JSON."""
     rng = np.random.default_rng(0)
-    reply = msg.FcmSumsReply(
-        u_sum=msg.WireArray.of(rng.uniform(1.0, 2.0, size=k)),
-        weighted_sum=msg.WireArray.of(rng.standard_normal((k, d))),
-    )
+    reply = msg.StatisticReply(fields={
+        "u_sum": msg.WireArray.of(rng.uniform(1.0, 2.0, size=k)),
+        "weighted_sum": msg.WireArray.of(rng.standard_normal((k, d))),
+    })
     return msg.Contribution(job_id="job", task_id=0, reply=reply).model_dump_json().encode()
 
 

@@ -60,9 +60,9 @@ def _participant(n: int, _path: Path) -> None:
     p = LocalParticipant(X, name="bench")
     p.moment_sums()
     for _ in range(3):
-        p.fcm_sums(C, m=2.0)
-    p.fuzzy_db_sums(C, m=2.0, q=1.0)
-    p.silhouette_sums(C)
+        p.statistic("fcm_sums", C, {"m": 2.0})
+    p.statistic("fuzzy_db_sums", C, {"m": 2.0, "q": 1.0})
+    p.statistic("silhouette_sums", C)
     p.hold_kmeans_step(C)
     p.local_fcm(C, m=2.0, tol=0.0, max_iter=3)
 

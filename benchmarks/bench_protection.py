@@ -38,10 +38,9 @@ from fedclust.inprocess import run_in_process
 from fedclust.protocol.maths.declaration import row_bucket
 from fedclust.protocol.wire.messages import (
     Algorithm,
-    FcmSumsTask,
     JobCreate,
     ProtectionScheme,
-    WireArray,
+    StatisticTask,
 )
 from fedclust.simulate import job_spec, simulate
 
@@ -114,7 +113,7 @@ def wide_jobs(
 def fcm_words(rows: int, value_bound: float) -> dict[str, int]:
     """The words of a round's FCM sums for the job's declared bounds (powers of two)."""
     encoding = field_encodings(
-        FcmSumsTask(centers=WireArray.of(np.zeros((K, D))), m=2.0), n_features=D,
+        StatisticTask.of("fcm_sums", np.zeros((K, D)), m=2.0), n_features=D,
         n_parties=PARTIES, max_rows=row_bucket(rows), value_bound=value_bound,
     )
     return {e.name: e.words for e in encoding}

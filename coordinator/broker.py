@@ -339,7 +339,7 @@ class Broker:
     def _late(self, task: _Open) -> str:
         return (
             f"participant {task.participant!r} did not answer task {task.task_id} "
-            f"({task.spec.kind}) within {self._timeout:g} s"
+            f"({msg.task_name(task.spec)}) within {self._timeout:g} s"
         )
 
     def _outcome(self, task: _Open) -> msg.Reply | TaskTimeoutError:

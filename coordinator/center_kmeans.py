@@ -42,23 +42,21 @@ class FederatedCenters:
     ) -> None:
         self._holders = list(holders)
         self._summation = summation if summation is not None else PlainSummation()
-        self._weight_bound = weight_bound
+        self._params = {} if weight_bound is None else {"weight_bound": weight_bound}
 
     def center_sums(self, starts: FloatArray) -> CenterSums:
-        task = msg.CenterSumsTask(
-            centers=msg.WireArray.of(starts), weight_bound=self._weight_bound
-        )
-        total, _ = self._summation.sum(self._holders, task, msg.CenterSumsReply, required=True)
-        return total.to_result()
+        task = msg.StatisticTask.of("center_sums", starts, **self._params)
+        total, _ = self._summation.sum(self._holders, task, msg.StatisticReply, required=True)
+        fields = {name: value.to_numpy() for name, value in total.fields.items()}
+        return CenterSums(sums=fields["sums"], weights=fields["weights"],
+                          inertia=fields["inertia"], contributors=fields["contributors"],
+                          objective=float(fields["objective"][0]))
 
     def center_scatter(self, starts: FloatArray) -> CenterScatter:
-        task = msg.CenterScatterTask(
-            centers=msg.WireArray.of(starts), weight_bound=self._weight_bound
-        )
-        total, _ = self._summation.sum(
-            self._holders, task, msg.CenterScatterReply, required=True
-        )
-        return total.to_result()
+        task = msg.StatisticTask.of("center_scatter", starts, **self._params)
+        total, _ = self._summation.sum(self._holders, task, msg.StatisticReply, required=True)
+        return CenterScatter(scatter=total.fields["scatter"].to_numpy(),
+                             removal=total.fields["removal"].to_numpy())
 
 
 def center_kmeans_of(

@@ -75,6 +75,14 @@ def _fields(reply_json: str) -> list[tuple[str, tuple[int, ...] | None]]:
     return [(name, shape) for name, shape in msg.wire_fields(doc) if name != "kind"]
 
 
+def _computed(task: TaskRecord) -> str:
+    """What a task computed: its kind, or for a ``statistic`` task the statistic it names
+    (each statistic its own disclosure)."""
+    if task.kind != "statistic":
+        return task.kind
+    return str(json.loads(task.spec_json)["name"])
+
+
 def _feature_names_note(spec: msg.JobCreate) -> list[str]:
     """The job's declared feature names, which went out to every participant with its terms
     (declared metadata, not data; no participant sends names back)."""
@@ -147,8 +155,9 @@ def ledger(job: JobRecord, tasks: Sequence[TaskRecord]) -> msg.DisclosureLedger:
         if task.reply_json is None or task.timed_out is not None:
             continue
         reply_kind = json.loads(task.reply_json).get("kind", "?")
-        groups.setdefault((task.participant, task.kind, str(reply_kind)), []).append(task)
-        kinds_seen.update((task.kind, str(reply_kind)))
+        kind = _computed(task)
+        groups.setdefault((task.participant, kind, str(reply_kind)), []).append(task)
+        kinds_seen.update((kind, str(reply_kind)))
     order = {name: i for i, name in enumerate(job.spec.participants)}
     disclosures = []
     for (participant, task_kind, reply_kind), records in sorted(

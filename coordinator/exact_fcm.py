@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -35,10 +35,10 @@ from fedclust.coordinator._rounds import iterate_centers, resolve_init
 from fedclust.coordinator.result import FederatedResult, RoundRecord, RunOptions
 from fedclust.coordinator.secure_sum import PlainSummation, Summation
 from fedclust.core.validation import FloatArray, check_float, check_fuzzifier, check_int, rng_from
-from fedclust.protocol.maths.exact_fcm import combine_sums
+from fedclust.protocol.maths.exact_fcm import FCMSums, combine_sums
 from fedclust.protocol.wire import messages as msg
 
-__all__ = ["ExactFCMParticipant", "run_exact_fcm"]
+__all__ = ["ExactFCMParticipant", "run_exact_fcm", "summed_fcm_sums"]
 
 
 class ExactFCMParticipant(Protocol):
@@ -52,7 +52,8 @@ class ExactFCMParticipant(Protocol):
         ...
 
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The reply to a task, here ``fcm_sums``: U_c and WS_c of its rows (Alg. 2)."""
+        """The reply to a task, here the ``fcm_sums`` statistic: U_c and WS_c of its rows
+        (Alg. 2)."""
         ...
 
 
@@ -62,6 +63,17 @@ def _sample(n: int, gamma: float, rng: np.random.Generator) -> list[int]:
         return list(range(n))
     size = max(1, int(np.floor(gamma * n + 1e-9)))
     return sorted(int(i) for i in rng.choice(n, size=size, replace=False))
+
+
+def summed_fcm_sums(
+    summation: Summation, participants: Sequence[Any], centers: FloatArray, *, m: float
+) -> tuple[FCMSums, tuple[str, ...]]:
+    """Σ over ``participants`` of the ``fcm_sums`` statistic, U_c and WS_c for ``centers``
+    (Alg. 2), and who gave them."""
+    task = msg.StatisticTask.of("fcm_sums", centers, m=m)
+    total, names = summation.sum(participants, task, msg.StatisticReply)
+    fields = {name: value.to_numpy() for name, value in total.fields.items()}
+    return FCMSums(u_sum=fields["u_sum"], weighted_sum=fields["weighted_sum"]), names
 
 
 def run_exact_fcm(
@@ -80,7 +92,7 @@ def run_exact_fcm(
     """Run exact federated FCM (Alg. 1) over ``participants``.
 
     Args:
-        participants: the federation; each answers ``fcm_sums``.
+        participants: the federation; each answers the ``fcm_sums`` statistic.
         k: number of clusters K.
         m: fuzzifier, > 1.
         eps: stop when the Frobenius norm of the center change is below eps (0: fixed rounds).
@@ -112,9 +124,8 @@ def run_exact_fcm(
 
     def step(_: int, C: FloatArray) -> tuple[FloatArray, tuple[str, ...]]:
         sampled = [participants[i] for i in _sample(len(participants), gamma, rng)]
-        task = msg.FcmSumsTask(centers=msg.WireArray.of(C), m=m)
-        total, names = summed.sum(sampled, task, msg.FcmSumsReply)
-        return combine_sums([total.to_result()], C), names
+        sums, names = summed_fcm_sums(summed, sampled, C, m=m)
+        return combine_sums([sums], C), names
 
     result = iterate_centers(centers, step, max_rounds=max_rounds, eps=eps, on_round=on_round)
     return dataclasses.replace(

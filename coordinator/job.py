@@ -183,9 +183,10 @@ def run_job(
     silhouette = []
     for entry in sweep.entries:
         centers = entry.result.centers
-        task = msg.SilhouetteSumsTask(centers=msg.WireArray.of(centers))
-        total, _ = sums.sum(live, task, msg.SilhouetteSumsReply, required=True)
-        silhouette.append(validity.combine_silhouette([total.to_result()], n_rows))
+        task = msg.StatisticTask.of("silhouette_sums", centers)
+        total, _ = sums.sum(live, task, msg.StatisticReply, required=True)
+        summed = validity.SilhouetteSums(total=float(total.fields["total"].to_numpy()[0]))
+        silhouette.append(validity.combine_silhouette([summed], n_rows))
     return JobOutcome(
         sweep=sweep, silhouette=tuple(silhouette), local_k=local_k, mean=mean, scale=scale,
         secure_notes=tuple(sums.notes),

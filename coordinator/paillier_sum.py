@@ -127,12 +127,12 @@ class PaillierSummation(CohortSums):
             max_parties=len(cohort),
         )
         replies = self._stage(
-            by_name, cohort, required, f"Paillier input of sum {r} ({statistic.kind})",
+            by_name, cohort, required, f"Paillier input of sum {r} ({msg.task_name(statistic)})",
             lambda _: task, msg.PaillierInputReply,
         )
         if len(replies) < self._min_cohort:
             raise RefusedError(
-                f"Paillier sum {r} ({statistic.kind}): only {len(replies)} of "
+                f"Paillier sum {r} ({msg.task_name(statistic)}): only {len(replies)} of "
                 f"{len(cohort)} participants contributed ({', '.join(sorted(replies)) or 'none'}); "
                 f"the minimum cohort is {self._min_cohort}."
             )
@@ -141,7 +141,7 @@ class PaillierSummation(CohortSums):
             for field, vector in self._check(name, reply, public_key, specs, shapes).items():
                 received[field].append(vector)
         contributors = sorted(replies)
-        self.cohorts.admit(contributors, f"{statistic.kind!r} sum")  # decrypted over them
+        self.cohorts.admit(contributors, f"{msg.task_name(statistic)!r} sum")  # decrypted over them
         request = msg.PaillierDecryptRequest(
             job_id=self._job, round=r, contributors=contributors,
             vectors={

@@ -182,7 +182,7 @@ def field_encodings(
         )
         if words is None:
             raise ValueError(
-                f"field {name!r} of {statistic.kind!r}: n_parties · bound = "
+                f"field {name!r} of {msg.task_name(statistic)!r}: n_parties · bound = "
                 f"{n_parties * bound:.3g} exceeds the widest secure sum ({MAX_WORDS} words); "
                 "lower the participants' declared row or value bounds, or the job's max_rows "
                 "or value_bound where given."
@@ -287,7 +287,7 @@ class CohortSums:
             )
         if self._bounds is None:
             raise ValueError("a secure sum needs the job's bounds first (set_bounds).")
-        self.cohorts.check(cohort, f"{statistic.kind!r} sum")
+        self.cohorts.check(cohort, f"{msg.task_name(statistic)!r} sum")
         n_features = participants[0].n_features
         max_rows, value_bound = self._bounds
         encoding = field_encodings(
@@ -480,7 +480,7 @@ class MaskedSummation(CohortSums):
                 raise ProtocolError(f"participant {name!r}: {exc}") from None
         request, inboxes = rnd.unmask_request()
         survivors, dropped = sorted(request.survivors), sorted(request.dropped)
-        self.cohorts.admit(survivors, f"{statistic.kind!r} sum")  # unmasked over them
+        self.cohorts.admit(survivors, f"{msg.task_name(statistic)!r} sum")  # unmasked over them
         # Route the sealed shares as they arrived; one validated task, copied per recipient.
         sealed = {
             (name, s.recipient): s for name, reply in masked.items() for s in reply.shares
@@ -490,8 +490,8 @@ class MaskedSummation(CohortSums):
         )
         if dropped:
             self.notes.append(
-                f"secure sum {r} ({statistic.kind}): {', '.join(dropped)} dropped out; their "
-                "masks were removed with their neighbours' round keys."
+                f"secure sum {r} ({msg.task_name(statistic)}): {', '.join(dropped)} dropped "
+                "out; their masks were removed with their neighbours' round keys."
             )
         answers = self._stage(
             by_name, survivors, False, "unmasking",

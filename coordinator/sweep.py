@@ -42,7 +42,7 @@ class SweepParticipant(Protocol):
     name: str
 
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The reply to a task, here ``moment_sums`` and ``fuzzy_db_sums``."""
+        """The reply to a task, here ``moment_sums`` and the ``fuzzy_db_sums`` statistic."""
         ...
 
 
@@ -176,9 +176,11 @@ def validate(
     also who was left and their N (see the module docstring)."""
     live = present(participants)
     summation = summation if summation is not None else PlainSummation()
-    task = msg.FuzzyDbSumsTask(centers=msg.WireArray.of(centers), m=m, q=q)
-    total, _ = summation.sum(live, task, msg.FuzzyDbSumsReply, required=True)
-    sums = [total.to_result()]
+    task = msg.StatisticTask.of("fuzzy_db_sums", centers, m=m, q=q)
+    total, _ = summation.sum(live, task, msg.StatisticReply, required=True)
+    sums = [validity.FuzzyDBSums(
+        spread=total.fields["spread"].to_numpy(), membership=total.fields["membership"].to_numpy()
+    )]
     if len(live) == len(participants):
         return validity.combine_fuzzy_db(sums, centers, total_count(), q=q, p=p), None
     rows = round(sum(float(np.sum(s.membership)) for s in sums))

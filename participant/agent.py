@@ -74,8 +74,9 @@ __all__ = ["STEP_KINDS", "AgentError", "JobState", "StateStore", "run_agent"]
 
 log = logging.getLogger("fedclust.participant")
 
-#: Task kinds that count as one round of an algorithm towards ``policy.max_rounds`` (for
-#: FedCRef an iteration's refinement, for fed-distill its distillation).
+#: Task kinds (or the statistics of ``statistic`` tasks, ``messages.task_name``) that count as
+#: one round of an algorithm towards ``policy.max_rounds`` (for FedCRef an iteration's
+#: refinement, for fed-distill its distillation).
 STEP_KINDS: Final = frozenset(
     {
         "fcm_sums", "local_fcm", "kfed_centers", "kfed_dennis_centers", "hold_local_fcm",
@@ -547,10 +548,9 @@ class _Agent:
             s.task_id == task.task_id for s in state.standardisations
         ):
             return msg.AckReply()  # applied before a restart; the rows already carry it
-        step_kind = (
-            spec.statistic.kind
-            if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask)
-            else spec.kind
+        step_kind = msg.task_name(
+            spec.statistic if isinstance(spec, msg.SecureInputTask | msg.PaillierInputTask)
+            else spec
         )
         new_step = step_kind in STEP_KINDS and task.task_id > state.last_step_task
         own = state.own_bounds(job.local.declaration, job.local.n_features)
@@ -571,11 +571,12 @@ class _Agent:
             # row count), and the reason goes to the coordinator.
             log.warning(
                 "job %s task %d: cannot compute a %s task: %s",
-                task.job_id, task.task_id, spec.kind, exc,
+                task.job_id, task.task_id, msg.task_name(spec), exc,
             )
             reply = msg.RefusalReply(
                 reason=_clip(f"participant {self._config.id!r} cannot compute this "
-                             f"{spec.kind!r} task ({type(exc).__name__}; details in its log)")
+                             f"{msg.task_name(spec)!r} task ({type(exc).__name__}; details in "
+                             "its log)")
             )
         if isinstance(reply, msg.RefusalReply):
             log.info("job %s task %d: refused (%s)", task.job_id, task.task_id, reply.reason)

@@ -87,7 +87,7 @@ def encoded_fields(
     declared = {e.name: e for e in encoding}
     if set(declared) != set(fields) or len(declared) != len(encoding):
         raise RefusedError(
-            f"the declared encoding names {sorted(declared)}, but a {statistic.kind!r} "
+            f"the declared encoding names {sorted(declared)}, but a {msg.task_name(statistic)!r} "
             f"statistic has the fields {sorted(fields)}: refused."
         )
     return {name: (value, declared[name]) for name, value in fields.items()}

@@ -14,7 +14,7 @@ by one new array.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,12 +28,10 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.maths import (
     center_kmeans,
     choose_k,
-    exact_fcm,
     federated_kmeans,
     fedfcm,
     kfed,
     standardise,
-    validity,
 )
 from fedclust.protocol.maths._fuzzy import nearest
 from fedclust.protocol.maths.declaration import Declaration
@@ -128,24 +126,6 @@ class LocalParticipant:
         array: the rows this participant was built with, maybe shared, are left as they are)."""
         self._rows = as_rows(standardise.apply(self._in_memory().X, mean, scale))
 
-    # -- Corcuera Bárcena et al.: exact local sums ------------------------------------------------
-    def fcm_sums(self, centers: ArrayLike, *, m: float) -> exact_fcm.FCMSums:
-        """U_c = Σμ^m and WS_c = Σμ^m·x per cluster (Alg. 2).
-
-        With ``enforce_fcm_rule`` it refuses when the lower edge of the declared row bucket
-        is <= C(F+1)/F (``exact_fcm.declared_rule_refusal``); N >= that edge, so the paper's
-        rule on N holds whenever this one does, and the refusal depends on public facts only.
-        """
-        self.policy.require("ffcm")
-        C = self._centers(centers)
-        if self.policy.enforce_fcm_rule:
-            reason = exact_fcm.declared_rule_refusal(
-                self.declaration.row_bound, C.shape[0], self.n_features
-            )
-            if reason is not None:
-                raise RefusedError(reason)
-        return exact_fcm.participant_sums(self._rows, C, m=m, enforce_rule=False)
-
     # -- Stallmann & Wilbik: FedFCM ---------------------------------------------------------
     def local_fcm(
         self, centers: ArrayLike, *, m: float, tol: float, max_iter: int
@@ -213,30 +193,41 @@ class LocalParticipant:
             )
         return self._held
 
-    def center_sums(self, centers: ArrayLike) -> center_kmeans.CenterSums:
-        """S_k, W_k, inertia and contributor indicators of the held local centers for each
-        (S, K, D) start."""
-        held, objective = self._held_points()
-        starts = center_kmeans.check_starts(centers, n_features=self.n_features)
-        return center_kmeans.participant_center_sums(held, starts, objective=objective)
-
-    def center_scatter(self, centers: ArrayLike) -> center_kmeans.CenterScatter:
-        """Packed scatter matrices and removal costs of the held local centers per cluster of
-        each (S, K, D) start."""
-        held, _ = self._held_points()
-        starts = center_kmeans.check_starts(centers, n_features=self.n_features)
-        return center_kmeans.participant_center_scatter(held, starts)
-
     # -- a registered statistic (protocol.algorithms.StatisticSpec) -------------------------
-    def statistic(self, name: str, centers: ArrayLike) -> dict[str, FloatArray]:
-        """The fields of the registered statistic ``name`` of the local rows for ``centers``,
-        each of the shape the statistic declares."""
+    def statistic(
+        self, name: str, centers: ArrayLike, params: Mapping[str, float] | None = None
+    ) -> dict[str, FloatArray]:
+        """The fields of the registered statistic ``name`` of the local rows (or the held local
+        centers: its ``reads``) for ``centers`` and its declared ``params``, each of the shape
+        the statistic declares.
+
+        Refused unless an algorithm the policy allows asks it; when the params are not the
+        declared ones (checked again here: undeclared, missing or out of range); when its
+        privacy rule on the declaration gives a reason (e.g. exact FCM's size rule, §4 of
+        Corcuera Bárcena et al., on the lower edge of the declared row bucket: N >= that
+        edge, so the paper's rule on N holds whenever this one does).
+        """
         spec = algorithms.statistic(name)
+        askers = [a for a in algorithms.names() if name in algorithms.get(a).statistics]
+        if not any(a in self.policy.allowed_algorithms for a in askers):
+            if askers:
+                self.policy.require(askers[0])  # its refusal names the policy's algorithms
+            raise RefusedError(f"no registered algorithm asks a {name!r} statistic: refused.")
+        given = dict(params or {})
+        try:
+            spec.check_params(given)
+        except ValueError as exc:
+            raise RefusedError(f"{exc}: refused.") from None
         C = np.asarray(centers, dtype=np.float64)
-        if not np.all(np.isfinite(C)) or (C.ndim >= 1 and C.shape[-1] != self.n_features):
+        if C.ndim < 2 or not np.all(np.isfinite(C)) or C.shape[-1] != self.n_features:
             raise RefusedError(f"a {name!r} statistic needs finite centers of width "
                                f"{self.n_features}.")
-        fields = spec.compute()(self._in_memory().X, C)
+        rule = spec.refusal()
+        reason = None if rule is None else rule(self.declaration, C.shape, self.n_features)
+        if reason is not None:
+            raise RefusedError(reason)
+        source = self._rows if spec.reads == "rows" else self._held_points()
+        fields = spec.compute()(source, C, **given)
         declared = spec.shapes(self.n_features, C.shape)
         out = {field: np.asarray(value, dtype=np.float64) for field, value in fields.items()}
         if {f: v.shape for f, v in out.items()} != declared:  # its code's fault, not the rows'
@@ -244,15 +235,7 @@ class LocalParticipant:
                                "declares: refused.")
         return out
 
-    # -- validation -------------------------------------------------------------------------
-    def fuzzy_db_sums(self, centers: ArrayLike, *, m: float, q: float) -> validity.FuzzyDBSums:
-        """Per-cluster spread and membership sums for FedFuzzDB (Stallmann eq. 14–16)."""
-        return validity.participant_fuzzy_db_sums(self._rows, self._centers(centers), m=m, q=q)
-
-    def silhouette_sums(self, centers: ArrayLike) -> validity.SilhouetteSums:
-        """Σ of simplified-silhouette values and their count over the local rows."""
-        return validity.participant_silhouette_sums(self._rows, self._centers(centers))
-
+    # -- choosing K -------------------------------------------------------------------------
     def local_k(
         self, k_min: int, k_max: int, *, m: float, seed: int | None
     ) -> int:
@@ -303,16 +286,10 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
             return msg.AckReply()
         case msg.DeclareTask(terms=terms):
             return msg.DeclarationReply.of(computations.declare(terms))
-        case msg.FcmSumsTask(centers=centers, m=m):
-            return msg.FcmSumsReply.of(computations.fcm_sums(centers.to_numpy(), m=m))
         case msg.LocalFcmTask(centers=centers, m=m, tol=tol, max_iter=max_iter):
             return msg.LocalFcmReply.of(
                 computations.local_fcm(centers.to_numpy(), m=m, tol=tol, max_iter=max_iter)
             )
-        case msg.FuzzyDbSumsTask(centers=centers, m=m, q=q):
-            return msg.FuzzyDbSumsReply.of(computations.fuzzy_db_sums(centers.to_numpy(), m=m, q=q))
-        case msg.SilhouetteSumsTask(centers=centers):
-            return msg.SilhouetteSumsReply.of(computations.silhouette_sums(centers.to_numpy()))
         case msg.KfedCentersTask(k_local=k_local, seed=seed):
             return msg.KfedCentersReply(
                 centers=msg.WireArray.of(computations.kfed_centers(k_local, seed=seed))
@@ -332,12 +309,8 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
         case msg.HoldKmeansStepTask(centers=centers):
             computations.hold_kmeans_step(centers.to_numpy())
             return msg.AckReply()
-        case msg.CenterSumsTask(centers=centers):
-            return msg.CenterSumsReply.of(computations.center_sums(centers.to_numpy()))
-        case msg.CenterScatterTask(centers=centers):
-            return msg.CenterScatterReply.of(computations.center_scatter(centers.to_numpy()))
-        case msg.StatisticTask(name=name, centers=centers):
-            fields = computations.statistic(name, centers.to_numpy())
+        case msg.StatisticTask(name=name, centers=centers, params=params):
+            fields = computations.statistic(name, centers.to_numpy(), params)
             return msg.StatisticReply(
                 fields={field: msg.WireArray.of(value) for field, value in fields.items()}
             )

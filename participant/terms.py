@@ -115,10 +115,13 @@ def encoding_floor(
         bound = model_value_bound(terms)
     else:
         bound = task_value_bound(statistic, own.value_bound)
-    if isinstance(statistic, msg.CenterSumsTask | msg.CenterScatterTask):
+    if isinstance(statistic, msg.StatisticTask) and (
+        algorithms.statistic(statistic.name).reads == "held"
+    ):
         weight, held = own.held or (float(own.declaration.row_bound), own.value_bound)
         bound = max(bound, held)
-        statistic = statistic.model_copy(update={"weight_bound": weight})
+        params = {**statistic.params, "weight_bound": weight}
+        statistic = statistic.model_copy(update={"params": params})
     return field_bounds(
         statistic, n_features=own.n_features, max_rows=own.declaration.row_bound,
         value_bound=bound,
@@ -148,8 +151,8 @@ def require_task(
     _require_kind(terms, spec, own)
     if spec.kind in SUM_KINDS and terms.protection != "none" and not _small_group(spec):
         raise _refusal(
-            f"a bare {spec.kind!r} sum would reach the coordinator in the clear, but the job "
-            f"declared protection {terms.protection!r}"
+            f"a bare {msg.task_name(spec)!r} sum would reach the coordinator in the clear, but "
+            f"the job declared protection {terms.protection!r}"
         )
 
 
@@ -188,8 +191,8 @@ def _require_encoding(
         need = floor.get(e.name)
         if need is not None and e.bound < need:
             raise RefusedError(
-                f"field {e.name!r} of a {spec.statistic.kind!r} sum is encoded under bound "
-                f"{e.bound!r}, below {need!r}, the least this participant's declared "
+                f"field {e.name!r} of a {msg.task_name(spec.statistic)!r} sum is encoded under "
+                f"bound {e.bound!r}, below {need!r}, the least this participant's declared "
                 f"{own.declaration.describe_rows()} and value bound {own.value_bound!r} can "
                 "need: refused (a bound is checked against the declaration, never the rows)."
             )
@@ -263,11 +266,11 @@ def _require_kind(terms: msg.JobCreate, spec: msg.TaskSpec, own: OwnBounds) -> N
         )
     centers = getattr(spec, "centers", None)
     if isinstance(centers, msg.WireArray) and centers.shape:
-        axis = 1 if isinstance(spec, msg.CenterSumsTask | msg.CenterScatterTask) else 0
+        axis = max(len(centers.shape) - 2, 0)  # K of (K, D) centers or (S, K, D) starts
         k = centers.shape[axis] if len(centers.shape) > axis else 0
         if not 1 <= k <= max(terms.ks):
             raise _refusal(
-                f"a {spec.kind!r} task with {k} centers is outside the job's {_ks(terms)}"
+                f"a {msg.task_name(spec)!r} task with {k} centers is outside the job's {_ks(terms)}"
             )
 
 

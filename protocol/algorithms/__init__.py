@@ -6,11 +6,11 @@ or a model-based job), the task kinds its job sends (the participants' check of 
 terms), what its protocol shows the coordinator in the clear and when protected (the
 disclosure ledger), where its coordinator-side procedure lives, and its parameters model (a
 job's block of them, from which ``JobCreate``'s field, the OpenAPI document and the command
-line's flags are made). A statistic none of the existing tasks gives is a
-:class:`StatisticSpec` (its fields' shapes and bounds, what a participant computes), asked
-with the one generic ``statistic`` task. Everything else reads the registry: the wire
-format's ``algorithm`` and ``statistic`` names and their OpenAPI enums, the participant's
-policy, config and terms check, the command line, the ledger and the drivers.
+line's flags are made). A sum-type statistic is a :class:`StatisticSpec` (its fields' shapes
+and bounds, its declared parameters, what a participant computes; the built-in ones in
+``statistics``), asked with the one generic ``statistic`` task. Everything else reads the
+registry: the wire format's ``algorithm`` and ``statistic`` names and their OpenAPI enums, the
+participant's policy, config and terms check, the command line, the ledger and the drivers.
 
 A procedure is named, not imported (``"module:function"``), so this package stays below the
 coordinator; :meth:`AlgorithmSpec.procedure` imports it when a job runs. A parameters model
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
@@ -34,18 +35,22 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
-    "SWEEP_TASKS", "AlgorithmSpec", "Family", "StatisticSpec", "get", "names", "register",
-    "register_statistic", "statistic", "statistic_names", "unregister", "unregister_statistic",
+    "SWEEP_STATISTICS", "SWEEP_TASKS", "AlgorithmSpec", "Family", "Param", "StatisticSpec",
+    "get", "names", "register", "register_statistic", "statistic", "statistic_names",
+    "unregister", "unregister_statistic",
 ]
 
 Family = Literal["sweep", "model"]
 
 #: The tasks every sweep job may send besides its algorithm's own: the declaration, the
-#: count, standardisation, the local-only choice of K, FedFuzzDB and the silhouette.
+#: count, standardisation, the local-only choice of K and the statistics of
+#: :data:`SWEEP_STATISTICS`.
 SWEEP_TASKS: Final = frozenset(
-    {"declare", "report_count", "moment_sums", "apply_standardisation", "local_k",
-     "fuzzy_db_sums", "silhouette_sums"}
+    {"declare", "report_count", "moment_sums", "apply_standardisation", "local_k", "statistic"}
 )
+#: The statistics every sweep job asks of each K's centers: FedFuzzDB's sums and the
+#: simplified silhouette.
+SWEEP_STATISTICS: Final = frozenset({"fuzzy_db_sums", "silhouette_sums"})
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ class AlgorithmSpec:
         counts_contributors: its centers count the participants behind them
             (``min_center_contributors``).
         statistics: the registered statistics (:class:`StatisticSpec`) it asks in
-            ``statistic`` tasks; a participant refuses any other.
+            ``statistic`` tasks; a participant refuses any other. A sweep algorithm's include
+            :data:`SWEEP_STATISTICS`.
         params_block: the field of a job (``JobCreate``) holding its parameters (``params``);
             None: the job's common parameters only.
         params_path: ``"module:Class"`` of its parameters model (pydantic, strict:
@@ -111,6 +117,8 @@ class AlgorithmSpec:
             raise ValueError(f"family must be 'sweep' or 'model'; got {self.family!r}")
         if self.family == "sweep" and not self.tasks >= SWEEP_TASKS:
             raise ValueError(f"sweep algorithm {self.name!r} must send SWEEP_TASKS")
+        if self.family == "sweep" and not self.statistics >= SWEEP_STATISTICS:
+            raise ValueError(f"sweep algorithm {self.name!r} must ask SWEEP_STATISTICS")
         if ":" not in self.procedure_path:
             raise ValueError(f"procedure_path must be 'module:function'; got "
                              f"{self.procedure_path!r}")
@@ -163,33 +171,85 @@ class AlgorithmSpec:
 
 
 Shapes = Callable[[int, tuple[int, ...]], dict[str, tuple[int, ...]]]
-Bounds = Callable[[int, tuple[int, ...], int, float], dict[str, float]]
+Bounds = Callable[[int, tuple[int, ...], int, float, Mapping[str, float]], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared parameter of a statistic: a finite number above a lower limit.
+
+    Attributes:
+        gt: it must exceed this (None: any finite number).
+        required: a task must give it; else it may leave it out (the statistic's default).
+    """
+
+    gt: float | None = None
+    required: bool = True
+
+    def admits(self, value: float) -> bool:
+        """Whether ``value`` is finite and above the limit."""
+        return math.isfinite(value) and (self.gt is None or value > self.gt)
+
+    def describe(self) -> str:
+        """The limit in words (for a refusal; never the value given)."""
+        return "a finite number" + ("" if self.gt is None else f" > {self.gt!r}")
 
 
 @dataclass(frozen=True)
 class StatisticSpec:
-    """A sum-type statistic over a participant's rows for given centers, asked with the
-    generic ``statistic`` task (``protocol.wire.messages.StatisticTask``): adding one adds no
-    wire class.
+    """A sum-type statistic of a participant for given centers, asked with the generic
+    ``statistic`` task (``protocol.wire.messages.StatisticTask``): adding one adds no wire
+    class.
 
     Attributes:
         name: what the task names.
         shapes: ``(D, centers' shape) -> {field: shape}``, every field summed over participants.
-        bounds: ``(D, centers' shape, N, B) -> {field: bound}``, the most |sum| one participant
-            with at most N rows, every value within [-B, B], can give for each field (the
-            fixed-point encoding of a protected sum, ``protocol.wire.bounds``).
+        bounds: ``(D, centers' shape, N, B, params) -> {field: bound}``, the most |sum| one
+            participant with at most N rows, every value within [-B, B], can give for each
+            field (the fixed-point encoding of a protected sum, ``protocol.wire.bounds``).
         compute_path: ``"module:function"`` of what a participant computes,
-            ``f(X (N, D), centers) -> {field: array}``, imported on first use.
+            ``f(source, centers, **params) -> {field: array}``, imported on first use; the
+            source is what ``reads`` names.
+        reads: "rows": the participant's rows, a ``protocol.maths.rows.RowSource`` (fold its
+            blocks, ``protocol.maths.rows.fold``: the sum then streams, on a Dask cluster's
+            workers too); "held": the local centers the last hold task kept and their
+            objective, ``(protocol.maths.center_kmeans.LocalPoints, J)`` (refused before one).
+        params: its declared parameters by name; a task's ``params`` must give each required
+            one and no other, each within its limits (:meth:`check_params`).
+        refusal_path: ``"module:function"`` of a privacy rule on public facts,
+            ``f(declaration, centers' shape, D) -> reason | None``
+            (``protocol.maths.declaration.Declaration``): a participant refuses the task when
+            it gives a reason; None: no such rule.
     """
 
     name: str
     shapes: Shapes
     bounds: Bounds
     compute_path: str
+    params: Mapping[str, Param] = field(default_factory=dict)
+    refusal_path: str | None = None
+    reads: Literal["rows", "held"] = "rows"
 
     def compute(self) -> Callable[..., Any]:
         """What a participant computes, imported on first use."""
         return _load(self.compute_path)
+
+    def refusal(self) -> Callable[..., str | None] | None:
+        """Its privacy rule (``refusal_path``), imported on first use; None: it has none."""
+        return None if self.refusal_path is None else _load(self.refusal_path)
+
+    def check_params(self, given: Mapping[str, float]) -> None:
+        """ValueError for a parameter it does not declare, a required one missing or one
+        outside its limits (the message names the parameter, never its value)."""
+        if unknown := sorted(set(given) - set(self.params)):
+            raise ValueError(f"statistic {self.name!r} takes no parameter {', '.join(unknown)}")
+        for name, param in self.params.items():
+            if name not in given:
+                if param.required:
+                    raise ValueError(f"statistic {self.name!r} needs parameter {name!r}")
+            elif not param.admits(given[name]):
+                raise ValueError(f"parameter {name!r} of statistic {self.name!r} must be "
+                                 f"{param.describe()}")
 
 
 @functools.cache
@@ -300,8 +360,18 @@ def statistic(name: str) -> StatisticSpec:
 
 
 def _register_builtins() -> None:
-    from fedclust.protocol.algorithms import fed_distill, fedcref, fedfcm, ffcm, fkm, kfed
+    from fedclust.protocol.algorithms import (
+        fed_distill,
+        fedcref,
+        fedfcm,
+        ffcm,
+        fkm,
+        kfed,
+        statistics,
+    )
 
+    for stat in statistics.STATISTICS:
+        register_statistic(stat)
     for module in (ffcm, fedfcm, fkm, kfed, fed_distill, fedcref):
         for spec in module.SPECS:
             register(spec)

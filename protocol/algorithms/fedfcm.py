@@ -4,14 +4,15 @@ merging the local centers by k-means over summed statistics ("fedfcm", k-means a
 
 from __future__ import annotations
 
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 
 SPECS = (
     AlgorithmSpec(
         name="fedfcm",
         title="FedFCM with k-means averaging (Stallmann & Wilbik 2022)",
         family="sweep",
-        tasks=SWEEP_TASKS | {"center_sums", "center_scatter", "hold_local_fcm"},
+        tasks=SWEEP_TASKS | {"hold_local_fcm"},
+        statistics=SWEEP_STATISTICS | {"center_sums", "center_scatter"},
         procedure_path="fedclust.coordinator.fedfcm:procedure_kmeans",
         plain_notes=(
             "fedfcm: local FCM centers stay with the participants, but each participant's own "
@@ -38,6 +39,7 @@ SPECS = (
         title="FedFCM with the local centers averaged (Stallmann & Wilbik 2022)",
         family="sweep",
         tasks=SWEEP_TASKS | {"local_fcm"},
+        statistics=SWEEP_STATISTICS,
         procedure_path="fedclust.coordinator.fedfcm:procedure_average",
         plain_notes=(
             "fedfcm-avg: each participant's local FCM centers are revealed to the coordinator "

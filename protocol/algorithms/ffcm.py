@@ -4,14 +4,15 @@ central FCM on the pooled data (``protocol.maths.exact_fcm``)."""
 
 from __future__ import annotations
 
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 
 SPECS = (
     AlgorithmSpec(
         name="ffcm",
         title="Exact federated FCM by local sums (Corcuera Bárcena et al. 2021)",
         family="sweep",
-        tasks=SWEEP_TASKS | {"fcm_sums"},
+        tasks=SWEEP_TASKS,
+        statistics=SWEEP_STATISTICS | {"fcm_sums"},
         procedure_path="fedclust.coordinator.exact_fcm:procedure",
         plain_notes=(
             "ffcm (exact federated FCM): each participant's local sums Σu^m and Σu^m·x per "

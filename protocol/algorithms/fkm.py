@@ -4,15 +4,15 @@ the server's weighted k-means over the local means from summed statistics
 
 from __future__ import annotations
 
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 
 SPECS = (
     AlgorithmSpec(
         name="fkm",
         title="Federated k-means (Garst & Reinders 2023)",
         family="sweep",
-        tasks=SWEEP_TASKS | {"center_sums", "center_scatter", "hold_kmeans_init",
-                             "hold_kmeans_step"},
+        tasks=SWEEP_TASKS | {"hold_kmeans_init", "hold_kmeans_step"},
+        statistics=SWEEP_STATISTICS | {"center_sums", "center_scatter"},
         procedure_path="fedclust.coordinator.federated_kmeans:procedure",
         plain_notes=(
             "fkm (federated k-means): local means and counts stay with the participants, but "

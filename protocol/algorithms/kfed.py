@@ -6,7 +6,7 @@ module docstring of ``protocol.maths.kfed`` lists the differences)."""
 
 from __future__ import annotations
 
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 
 SPECS = (
     AlgorithmSpec(
@@ -14,6 +14,7 @@ SPECS = (
         title="k-FED one-shot federated k-means (Dennis, Li & Smith 2021)",
         family="sweep",
         tasks=SWEEP_TASKS | {"kfed_centers"},
+        statistics=SWEEP_STATISTICS,
         procedure_path="fedclust.coordinator.federated_kmeans:procedure_kfed",
         plain_notes=(
             "kfed: each participant's local k-means centers are revealed to the coordinator in "
@@ -27,6 +28,7 @@ SPECS = (
         title="k-FED as Dennis, Li & Smith (2021) write it (SVD, k-means++, one Lloyd step)",
         family="sweep",
         tasks=SWEEP_TASKS | {"kfed_dennis_centers"},
+        statistics=SWEEP_STATISTICS,
         procedure_path="fedclust.coordinator.federated_kmeans:procedure_kfed_dennis",
         plain_notes=(
             "kfed-dennis: each participant's local k-means centers are revealed to the "

@@ -40,6 +40,8 @@ __all__ = [
     "add_center_scatter",
     "add_center_sums",
     "center_kmeans",
+    "center_scatter_fields",
+    "center_sums_fields",
     "check_starts",
     "combine_center_sums",
     "participant_center_scatter",
@@ -179,6 +181,27 @@ def participant_center_scatter(held: LocalPoints, centers: ArrayLike) -> CenterS
                 labels, weights=w * (ordered[:, 1] - ordered[:, 0]), minlength=K
             )
     return CenterScatter(scatter=scatter, removal=removal)
+
+
+def center_sums_fields(
+    held: tuple[LocalPoints, float], centers: ArrayLike, *, weight_bound: float | None = None
+) -> dict[str, FloatArray]:
+    """The ``center_sums`` statistic (``protocol.algorithms.statistics``) of the held local
+    centers and their objective: the fields of :func:`participant_center_sums`, ``objective``
+    of shape (1,) (``weight_bound`` bounds only their encoding)."""
+    found = participant_center_sums(held[0], centers, objective=held[1])
+    return {"sums": found.sums, "weights": found.weights, "inertia": found.inertia,
+            "contributors": found.contributors, "objective": np.array([found.objective])}
+
+
+def center_scatter_fields(
+    held: tuple[LocalPoints, float], centers: ArrayLike, *, weight_bound: float | None = None
+) -> dict[str, FloatArray]:
+    """The ``center_scatter`` statistic (``protocol.algorithms.statistics``) of the held local
+    centers: the fields of :func:`participant_center_scatter` (``weight_bound`` bounds only
+    their encoding)."""
+    found = participant_center_scatter(held[0], centers)
+    return {"scatter": found.scatter, "removal": found.removal}
 
 
 def add_center_sums(sums: Sequence[CenterSums], shape: tuple[int, ...]) -> CenterSums:

@@ -33,13 +33,13 @@ from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.core.validation import FloatArray, check_centers, check_data, check_fuzzifier
 
 from ._fuzzy import weighted_sums
-from .declaration import min_rows
+from .declaration import Declaration, min_rows
 from .fcm import _centers_from_sums
 from .rows import RowSource, as_source
 
 __all__ = [
-    "FCMSums", "combine_sums", "declared_rule_refusal", "largest_allowed_k", "participant_sums",
-    "rule_allows",
+    "FCMSums", "combine_sums", "declared_refusal", "declared_rule_refusal", "fcm_fields",
+    "largest_allowed_k", "participant_sums", "rule_allows",
 ]
 
 
@@ -85,6 +85,16 @@ def declared_rule_refusal(row_bound: int, k: int, n_features: int) -> str | None
     )
 
 
+def declared_refusal(
+    declaration: Declaration, centers: tuple[int, ...], n_features: int
+) -> str | None:
+    """The ``fcm_sums`` statistic's privacy rule (``protocol.algorithms.statistics``):
+    :func:`declared_rule_refusal` for C = ``centers[0]`` when the participant enforces it."""
+    if not declaration.enforces_fcm_rule:
+        return None
+    return declared_rule_refusal(declaration.row_bound, centers[0], n_features)
+
+
 def participant_sums(
     X: ArrayLike | RowSource, centers: ArrayLike, *, m: float = 2.0, enforce_rule: bool = True
 ) -> FCMSums:
@@ -112,6 +122,13 @@ def participant_sums(
         )
     u_sum, ws = weighted_sums(rows, C, m)
     return FCMSums(u_sum=u_sum, weighted_sum=ws)
+
+
+def fcm_fields(rows: RowSource, centers: FloatArray, *, m: float) -> dict[str, FloatArray]:
+    """The ``fcm_sums`` statistic: U_c and WS_c of :func:`participant_sums` (Alg. 2), whose
+    size rule the participant has evaluated on its declared bucket (:func:`declared_refusal`)."""
+    sums = participant_sums(rows, centers, m=m, enforce_rule=False)
+    return {"u_sum": sums.u_sum, "weighted_sum": sums.weighted_sum}
 
 
 def _check_contribution(index: int, s: FCMSums, k: int, d: int) -> None:

@@ -41,8 +41,10 @@ __all__ = [
     "SilhouetteSums",
     "combine_fuzzy_db",
     "combine_silhouette",
+    "fuzzy_db_fields",
     "participant_fuzzy_db_sums",
     "participant_silhouette_sums",
+    "silhouette_fields",
     "simplified_silhouette",
     "soft_davies_bouldin",
 ]
@@ -198,6 +200,15 @@ def participant_fuzzy_db_sums(
     return _fuzzy_db_sums(rows, C, m, q)
 
 
+def fuzzy_db_fields(
+    rows: RowSource, centers: FloatArray, *, m: float, q: float
+) -> dict[str, FloatArray]:
+    """The ``fuzzy_db_sums`` statistic (``protocol.algorithms.statistics``): the fields
+    ``spread`` and ``membership`` of :func:`participant_fuzzy_db_sums` (eq. 15)."""
+    sums = participant_fuzzy_db_sums(rows, centers, m=m, q=q)
+    return {"spread": sums.spread, "membership": sums.membership}
+
+
 def combine_fuzzy_db(
     sums: Sequence[FuzzyDBSums],
     centers: ArrayLike,
@@ -272,6 +283,12 @@ def participant_silhouette_sums(
     """Σ s(x) of the simplified silhouette over the local rows."""
     rows, C = _data_and_centers(X, centers, "participant_silhouette_sums")
     return SilhouetteSums(total=_silhouette_total(rows, C))
+
+
+def silhouette_fields(rows: RowSource, centers: FloatArray) -> dict[str, FloatArray]:
+    """The ``silhouette_sums`` statistic (``protocol.algorithms.statistics``): its one field
+    ``total`` = [Σ s(x)] of :func:`participant_silhouette_sums`."""
+    return {"total": np.array([participant_silhouette_sums(rows, centers).total])}
 
 
 def combine_silhouette(sums: Sequence[SilhouetteSums], total_count: int) -> float:

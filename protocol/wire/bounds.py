@@ -21,7 +21,6 @@ asks, and its refusal depends on the job and its own declaration
 
 from __future__ import annotations
 
-import math
 from typing import Final
 
 import numpy as np
@@ -91,31 +90,15 @@ def field_bounds(
     statistic: msg.SumTaskSpec, *, n_features: int, max_rows: int, value_bound: float
 ) -> dict[str, float]:
     """The bound on one participant's value of every summed field of ``statistic`` for N =
-    ``max_rows`` and B = ``value_bound`` (the table of ``coordinator.secure_sum``); W of the
-    center statistics is the task's ``weight_bound``, or N."""
+    ``max_rows`` and B = ``value_bound`` (the table of ``coordinator.secure_sum``; a
+    registered statistic's as its ``StatisticSpec`` declares)."""
     N, B = float(max_rows), float(value_bound)
-    distance = 3.0 * B * math.sqrt(n_features)
     match statistic:
         case msg.MomentSumsTask():
             return {"sum": N * 2 * B, "sum_sq": N * 4 * B * B}
-        case msg.FcmSumsTask():
-            return {"u_sum": N, "weighted_sum": N * B}
-        case msg.FuzzyDbSumsTask(q=q):
-            return {"spread": N * distance**q, "membership": N}
-        case msg.SilhouetteSumsTask():
-            return {"total": N}
-        case msg.CenterSumsTask(weight_bound=weight_bound):
-            W = N if weight_bound is None else weight_bound
-            return {
-                "sums": W * B, "weights": W, "inertia": W * distance**2,
-                "contributors": 1.0, "objective": N * distance**2,
-            }
-        case msg.CenterScatterTask(weight_bound=weight_bound):
-            W = N if weight_bound is None else weight_bound
-            return {"scatter": W * distance**2, "removal": W * distance**2}
-        case msg.StatisticTask(name=name, centers=centers):
+        case msg.StatisticTask(name=name, centers=centers, params=params):
             declared = algorithms.statistic(name).bounds(
-                n_features, tuple(centers.shape), max_rows, value_bound
+                n_features, tuple(centers.shape), max_rows, value_bound, params
             )
             return {field: float(bound) for field, bound in declared.items()}
         case msg.DistillSoftTask():

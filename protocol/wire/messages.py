@@ -48,17 +48,16 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.algorithms.fed_distill_params import DistillParams as DistillParams
 from fedclust.protocol.algorithms.fedcref_params import FedCRefParams as FedCRefParams
 from fedclust.protocol.algorithms.fedcref_params import Hidden
-from fedclust.protocol.maths.center_kmeans import CenterScatter, CenterSums
 from fedclust.protocol.maths.declaration import Declaration
-from fedclust.protocol.maths.exact_fcm import FCMSums
 from fedclust.protocol.maths.fedfcm import LocalCenters
 from fedclust.protocol.maths.standardise import MomentSums
-from fedclust.protocol.maths.validity import FuzzyDBSums, SilhouetteSums
 
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
 #: 3: the terms carry ``feature_names`` and ``init``; fed-distill's training tasks their
 #: epochs, learning rate and batch size; the ``kfed_dennis_centers`` task.
-#: 4: ``distill_soft`` names the group it is summed in (``members``).
+#: 4: built-in sum-type statistics travel as the generic ``statistic`` task with declared
+#: ``params`` (a :class:`StatisticTask` and :class:`StatisticReply`), not one class each;
+#: ``distill_soft`` names the group it is summed in (``members``).
 #: Jobs stored by a coordinator of an earlier version do not resume under this one.
 PROTOCOL_VERSION: Final = 4
 #: The most values a job's ``init`` (its K initial centers) holds.
@@ -174,14 +173,6 @@ class DeclareTask(_Strict):
         return self.terms.participants
 
 
-class FcmSumsTask(_Strict):
-    """Exact FCM local sums against ``centers`` (Corcuera Bárcena et al., Alg. 2)."""
-
-    kind: Literal["fcm_sums"] = "fcm_sums"
-    centers: WireArray
-    m: float = Field(gt=1.0)
-
-
 class LocalFcmTask(_Strict):
     """Local FCM from ``centers`` to local convergence (Stallmann & Wilbik §2.2.1)."""
 
@@ -190,22 +181,6 @@ class LocalFcmTask(_Strict):
     m: float = Field(gt=1.0)
     tol: float = Field(ge=0.0)
     max_iter: int = Field(ge=1, le=100_000)
-
-
-class FuzzyDbSumsTask(_Strict):
-    """FedFuzzDB spread and membership sums against ``centers`` (eq. 14–16)."""
-
-    kind: Literal["fuzzy_db_sums"] = "fuzzy_db_sums"
-    centers: WireArray
-    m: float = Field(gt=1.0)
-    q: float = Field(gt=0.0)
-
-
-class SilhouetteSumsTask(_Strict):
-    """Σ of simplified-silhouette values against ``centers``."""
-
-    kind: Literal["silhouette_sums"] = "silhouette_sums"
-    centers: WireArray
 
 
 class KfedCentersTask(_Strict):
@@ -265,40 +240,27 @@ class HoldKmeansStepTask(_Strict):
     centers: WireArray
 
 
-class CenterSumsTask(_Strict):
-    """S_k, W_k, inertia and contributor indicators of the held local centers for each of S
-    starts, ``centers`` of shape (S, K, D) (protocol.maths.center_kmeans)."""
-
-    kind: Literal["center_sums"] = "center_sums"
-    centers: WireArray
-    weight_bound: float | None = Field(
-        default=None, gt=0.0,
-        description="Bound on one participant's total weight of held local centers (FedFCM: "
-        "its number of local centers); None: the job's row bound.",
-    )
-
-
-class CenterScatterTask(_Strict):
-    """Packed scatter matrices and removal costs of the held local centers per cluster of
-    each of S starts, ``centers`` of shape (S, K, D) (protocol.maths.center_kmeans: splitting and
-    swapping clusters)."""
-
-    kind: Literal["center_scatter"] = "center_scatter"
-    centers: WireArray
-    weight_bound: float | None = Field(
-        default=None, gt=0.0,
-        description="As for center_sums: bound on one participant's total weight.",
-    )
-
-
 class StatisticTask(_Strict):
     """A registered sum-type statistic (``protocol.algorithms.StatisticSpec``) of the rows
-    for ``centers``: the one task of every statistic an algorithm adds, whose reply's fields
-    and shapes the statistic declares."""
+    for ``centers``: the one task of every sum-type statistic, whose reply's fields and
+    shapes, and whose ``params``, the statistic declares (an unknown, missing or
+    out-of-range parameter is refused: 422 at the API, a refusal at the participant)."""
 
     kind: Literal["statistic"] = "statistic"
     name: Annotated[Identifier, Registered(algorithms.statistic_names, "statistic")]
     centers: WireArray
+    params: dict[Identifier, float] = Field(default_factory=dict, max_length=16)
+
+    @model_validator(mode="after")
+    def _declared(self) -> StatisticTask:
+        algorithms.statistic(self.name).check_params(self.params)
+        return self
+
+    @classmethod
+    def of(cls, name: str, centers: WireArray | NDArray[Any], **params: float) -> StatisticTask:
+        """The task of statistic ``name`` for ``centers`` with the given ``params``."""
+        wire = centers if isinstance(centers, WireArray) else WireArray.of(centers)
+        return cls(name=name, centers=wire, params=params)
 
 
 # -- clustered federated distillation (Yang & Tae 2023; coordinator.distillation) ------------
@@ -438,11 +400,6 @@ Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$"
 #: The statistics a secure sum can carry: every task whose reply is a sum over rows.
 SumTaskSpec = Annotated[
     MomentSumsTask
-    | FcmSumsTask
-    | FuzzyDbSumsTask
-    | SilhouetteSumsTask
-    | CenterSumsTask
-    | CenterScatterTask
     | StatisticTask
     | DistillSoftTask
     | FedCRefFedavgTask,
@@ -575,18 +532,13 @@ TaskSpec = Annotated[
     | ApplyStandardisationTask
     | ReportCountTask
     | DeclareTask
-    | FcmSumsTask
     | LocalFcmTask
-    | FuzzyDbSumsTask
-    | SilhouetteSumsTask
     | KfedCentersTask
     | KfedDennisCentersTask
     | LocalKTask
     | HoldLocalFcmTask
     | HoldKmeansInitTask
     | HoldKmeansStepTask
-    | CenterSumsTask
-    | CenterScatterTask
     | StatisticTask
     | SecureSetupTask
     | SecureGraphTask
@@ -679,19 +631,6 @@ class DeclarationReply(_Strict):
         )
 
 
-class FcmSumsReply(_Strict):
-    kind: Literal["fcm_sums"] = "fcm_sums"
-    u_sum: WireArray
-    weighted_sum: WireArray
-
-    @classmethod
-    def of(cls, r: FCMSums) -> FcmSumsReply:
-        return cls(u_sum=WireArray.of(r.u_sum), weighted_sum=WireArray.of(r.weighted_sum))
-
-    def to_result(self) -> FCMSums:
-        return FCMSums(u_sum=self.u_sum.to_numpy(), weighted_sum=self.weighted_sum.to_numpy())
-
-
 class LocalFcmReply(_Strict):
     kind: Literal["local_fcm"] = "local_fcm"
     centers: WireArray
@@ -707,31 +646,6 @@ class LocalFcmReply(_Strict):
     def to_result(self) -> LocalCenters:
         return LocalCenters(centers=self.centers.to_numpy(), weights=self.weights.to_numpy(),
                             global_objective=self.global_objective, n_iter=self.n_iter)
-
-
-class FuzzyDbSumsReply(_Strict):
-    kind: Literal["fuzzy_db_sums"] = "fuzzy_db_sums"
-    spread: WireArray
-    membership: WireArray
-
-    @classmethod
-    def of(cls, r: FuzzyDBSums) -> FuzzyDbSumsReply:
-        return cls(spread=WireArray.of(r.spread), membership=WireArray.of(r.membership))
-
-    def to_result(self) -> FuzzyDBSums:
-        return FuzzyDBSums(spread=self.spread.to_numpy(), membership=self.membership.to_numpy())
-
-
-class SilhouetteSumsReply(_Strict):
-    kind: Literal["silhouette_sums"] = "silhouette_sums"
-    total: float
-
-    @classmethod
-    def of(cls, r: SilhouetteSums) -> SilhouetteSumsReply:
-        return cls(total=r.total)
-
-    def to_result(self) -> SilhouetteSums:
-        return SilhouetteSums(total=self.total)
 
 
 class KfedCentersReply(_Strict):
@@ -815,43 +729,6 @@ class RefusalReply(_Strict):
         return RefusedError(self.reason)
 
 
-class CenterSumsReply(_Strict):
-    kind: Literal["center_sums"] = "center_sums"
-    sums: WireArray
-    weights: WireArray
-    inertia: WireArray
-    contributors: WireArray
-    objective: float
-
-    @classmethod
-    def of(cls, r: CenterSums) -> CenterSumsReply:
-        return cls(
-            sums=WireArray.of(r.sums), weights=WireArray.of(r.weights),
-            inertia=WireArray.of(r.inertia), contributors=WireArray.of(r.contributors),
-            objective=r.objective,
-        )
-
-    def to_result(self) -> CenterSums:
-        return CenterSums(
-            sums=self.sums.to_numpy(), weights=self.weights.to_numpy(),
-            inertia=self.inertia.to_numpy(), contributors=self.contributors.to_numpy(),
-            objective=self.objective,
-        )
-
-
-class CenterScatterReply(_Strict):
-    kind: Literal["center_scatter"] = "center_scatter"
-    scatter: WireArray
-    removal: WireArray
-
-    @classmethod
-    def of(cls, r: CenterScatter) -> CenterScatterReply:
-        return cls(scatter=WireArray.of(r.scatter), removal=WireArray.of(r.removal))
-
-    def to_result(self) -> CenterScatter:
-        return CenterScatter(scatter=self.scatter.to_numpy(), removal=self.removal.to_numpy())
-
-
 class StatisticReply(_Strict):
     """The fields of a registered statistic (:class:`StatisticTask`), each an array of the
     shape the statistic declares (:func:`check_reply`)."""
@@ -901,14 +778,9 @@ Reply = Annotated[
     MomentSumsReply
     | AckReply
     | DeclarationReply
-    | FcmSumsReply
     | LocalFcmReply
-    | FuzzyDbSumsReply
-    | SilhouetteSumsReply
     | KfedCentersReply
     | LocalKReply
-    | CenterSumsReply
-    | CenterScatterReply
     | StatisticReply
     | KeyAdvertReply
     | GraphReply
@@ -932,18 +804,13 @@ REPLY_KIND: Final[dict[str, str]] = {
     "apply_standardisation": "ack",
     "report_count": "ack",
     "declare": "declaration",
-    "fcm_sums": "fcm_sums",
     "local_fcm": "local_fcm",
-    "fuzzy_db_sums": "fuzzy_db_sums",
-    "silhouette_sums": "silhouette_sums",
     "kfed_centers": "kfed_centers",
     "kfed_dennis_centers": "kfed_centers",
     "local_k": "local_k",
     "hold_local_fcm": "ack",
     "hold_kmeans_init": "ack",
     "hold_kmeans_step": "ack",
-    "center_sums": "center_sums",
-    "center_scatter": "center_scatter",
     "statistic": "statistic",
     "secure_setup": "key_advert",
     "secure_graph": "masking_graph",
@@ -1488,6 +1355,11 @@ class ParticipantPublic(_Strict):
 
 
 # -- reply acceptance ------------------------------------------------------------------------------
+def task_name(spec: TaskSpec) -> str:
+    """What a task computes: the statistic a :class:`StatisticTask` names, else its kind."""
+    return spec.name if isinstance(spec, StatisticTask) else spec.kind
+
+
 def _task_centers(spec: TaskSpec) -> tuple[int, ...] | None:
     centers = getattr(spec, "centers", None)
     return None if centers is None else tuple(centers.shape)
@@ -1497,26 +1369,9 @@ def _task_centers(spec: TaskSpec) -> tuple[int, ...] | None:
 def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]:
     """Name and shape of every summed field of the reply to ``spec`` (all float64)."""
     D = n_features
-    centers = _task_centers(spec)
-    K = centers[0] if centers else 0
     match spec:
         case MomentSumsTask():
             return {"sum": (D,), "sum_sq": (D,)}
-        case FcmSumsTask():
-            return {"u_sum": (K,), "weighted_sum": (K, D)}
-        case FuzzyDbSumsTask():
-            return {"spread": (K,), "membership": (K,)}
-        case SilhouetteSumsTask():
-            return {"total": (1,)}
-        case CenterSumsTask():
-            S, K = spec.centers.shape[:2]
-            return {
-                "sums": (S, K, D), "weights": (S, K), "inertia": (S,), "contributors": (S, K),
-                "objective": (1,),
-            }
-        case CenterScatterTask():
-            S, K = spec.centers.shape[:2]
-            return {"scatter": (S, K, D * (D + 1) // 2), "removal": (S, K)}
         case StatisticTask():
             return algorithms.statistic(spec.name).shapes(D, tuple(spec.centers.shape))
         case DistillSoftTask():
@@ -1531,22 +1386,6 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
     match reply:
         case MomentSumsReply():
             return {"sum": reply.sum.to_numpy(), "sum_sq": reply.sum_sq.to_numpy()}
-        case FcmSumsReply():
-            return {"u_sum": reply.u_sum.to_numpy(), "weighted_sum": reply.weighted_sum.to_numpy()}
-        case FuzzyDbSumsReply():
-            return {"spread": reply.spread.to_numpy(), "membership": reply.membership.to_numpy()}
-        case SilhouetteSumsReply():
-            return {"total": np.array([reply.total])}
-        case CenterSumsReply():
-            return {
-                "sums": reply.sums.to_numpy(),
-                "weights": reply.weights.to_numpy(),
-                "inertia": reply.inertia.to_numpy(),
-                "contributors": reply.contributors.to_numpy(),
-                "objective": np.array([reply.objective]),
-            }
-        case CenterScatterReply():
-            return {"scatter": reply.scatter.to_numpy(), "removal": reply.removal.to_numpy()}
         case StatisticReply():
             return {name: value.to_numpy() for name, value in reply.fields.items()}
         case DistillSoftReply():
@@ -1568,19 +1407,6 @@ def reply_of_sums(
         case MomentSumsTask():
             shift = WireArray.of(np.zeros(n_features)) if spec.shift is None else spec.shift
             return MomentSumsReply(sum=w["sum"], sum_sq=w["sum_sq"], shift=shift)
-        case FcmSumsTask():
-            return FcmSumsReply(u_sum=w["u_sum"], weighted_sum=w["weighted_sum"])
-        case FuzzyDbSumsTask():
-            return FuzzyDbSumsReply(spread=w["spread"], membership=w["membership"])
-        case SilhouetteSumsTask():
-            return SilhouetteSumsReply(total=float(sums["total"][0]))
-        case CenterSumsTask():
-            return CenterSumsReply(
-                sums=w["sums"], weights=w["weights"], inertia=w["inertia"],
-                contributors=w["contributors"], objective=float(sums["objective"][0]),
-            )
-        case CenterScatterTask():
-            return CenterScatterReply(scatter=w["scatter"], removal=w["removal"])
         case StatisticTask():
             return StatisticReply(fields=w)
         case DistillSoftTask():
@@ -1598,7 +1424,7 @@ def _check_masked(spec: TaskSpec, reply: MaskedInputReply, n_features: int) -> N
     words = {e.name: e.words for e in spec.encoding}
     if set(reply.vectors) != set(words) or set(words) != set(fields):
         raise ValueError(
-            f"a masked {spec.statistic.kind!r} reply must carry the fields {sorted(fields)}; "
+            f"a masked {task_name(spec.statistic)!r} reply must carry the fields {sorted(fields)}; "
             f"got {sorted(reply.vectors)}"
         )
     for name, vector in reply.vectors.items():
@@ -1630,21 +1456,11 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
     match reply:
         case MomentSumsReply():
             want = {"sum": (D,), "sum_sq": (D,), "shift": (D,)}
-        case FcmSumsReply():
-            want = {"u_sum": (K,), "weighted_sum": (K, D)}
         case LocalFcmReply():
             want = {"centers": (K, D), "weights": (K,)}
-        case FuzzyDbSumsReply():
-            want = {"spread": (K,), "membership": (K,)}
         case KfedCentersReply():
             n = reply.centers.shape[0] if reply.centers.shape else -1
             want = {"centers": (n, D)}
-        case CenterSumsReply():
-            assert isinstance(spec, CenterSumsTask)
-            want = {k: v for k, v in sum_fields(spec, D).items() if k != "objective"}
-        case CenterScatterReply():
-            assert isinstance(spec, CenterScatterTask)
-            want = sum_fields(spec, D)
         case StatisticReply():
             assert isinstance(spec, StatisticTask)
             declared = sum_fields(spec, D)

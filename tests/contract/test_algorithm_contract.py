@@ -42,7 +42,7 @@ from fedclust.participant.config import ParticipantConfig
 from fedclust.participant.local import LocalParticipant
 from fedclust.participant.policy import Policy
 from fedclust.protocol import algorithms
-from fedclust.protocol.algorithms import SWEEP_TASKS
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS
 from fedclust.protocol.wire import messages as msg
 from fedclust.simulate import CountingService, simulate
 from tests.contract import toy_algorithm, toy_lloyd, toy_params
@@ -182,7 +182,7 @@ def test_an_unknown_name_is_refused_naming_the_choices() -> None:
         algorithms.register(toy_algorithm.SPEC)
     with pytest.raises(ValueError, match="must send SWEEP_TASKS"):
         algorithms.AlgorithmSpec(
-            name="incomplete", title="", family="sweep", tasks=frozenset({"fcm_sums"}),
+            name="incomplete", title="", family="sweep", tasks=frozenset({"statistic"}),
             procedure_path="m:f", plain_notes="incomplete: …", protected_notes=None,
         )
 
@@ -197,13 +197,14 @@ def test_a_statistic_reply_is_checked_against_its_declared_shapes() -> None:
     wrong = msg.WireArray.of(np.zeros(4))
     with pytest.raises(ValueError, match=r"'counts' must be float64 of shape \(3,\)"):
         msg.check_reply(task, msg.StatisticReply(fields={"sums": sums, "counts": wrong}), 2)
-    with pytest.raises(ValueError, match="unknown statistic; choose one of 'toy_lloyd_sums'"):
+    with pytest.raises(ValueError, match=r"unknown statistic; choose one of .*'toy_lloyd_sums'"):
         msg.StatisticTask(name="nope", centers=centers)
 
 
 def test_a_params_model_is_checked_when_registered() -> None:
     common: dict[str, Any] = {
         "name": "toy-x", "title": "", "family": "sweep", "tasks": SWEEP_TASKS,
+        "statistics": SWEEP_STATISTICS,
         "procedure_path": "m:f", "plain_notes": "toy-x: …", "protected_notes": None,
     }
     with pytest.raises(ValueError, match="give params_block and params_path together"):

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from fedclust.coordinator._rounds import iterate_centers, resolve_init
+from fedclust.coordinator.exact_fcm import summed_fcm_sums
 from fedclust.coordinator.result import FederatedResult, RunOptions
 from fedclust.core.validation import FloatArray
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 from fedclust.protocol.maths.exact_fcm import combine_sums
-from fedclust.protocol.wire import messages as msg
 
 #: The fraction of the way to the FCM target centers taken each round.
 DAMPING = 0.5
@@ -26,7 +26,8 @@ SPEC = AlgorithmSpec(
     name="toy-damped-fcm",
     title="Exact federated FCM with a damped combine step (a test's toy)",
     family="sweep",
-    tasks=SWEEP_TASKS | {"fcm_sums"},
+    tasks=SWEEP_TASKS,
+    statistics=SWEEP_STATISTICS | {"fcm_sums"},
     procedure_path=f"{__name__}:procedure",
     plain_notes=(
         "toy-damped-fcm: each participant's local sums Σu^m and Σu^m·x per cluster reach the "
@@ -52,9 +53,8 @@ def damped_fcm(
     o = options
 
     def step(_: int, C: FloatArray) -> tuple[FloatArray, tuple[str, ...]]:
-        task = msg.FcmSumsTask(centers=msg.WireArray.of(C), m=o.m)
-        total, names = o.summation.sum(participants, task, msg.FcmSumsReply)
-        return C + damping * (combine_sums([total.to_result()], C) - C), names
+        sums, names = summed_fcm_sums(o.summation, participants, C, m=o.m)
+        return C + damping * (combine_sums([sums], C) - C), names
 
     init = resolve_init(o.init, k, participants[0].n_features, o.rng)
     return iterate_centers(init, step, max_rounds=o.max_rounds, eps=o.eps, on_round=o.on_round)

@@ -10,7 +10,7 @@ and is summed like any other (plain, masked, Paillier).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,16 +18,29 @@ import numpy as np
 from fedclust.coordinator._rounds import iterate_centers, resolve_init
 from fedclust.coordinator.result import FederatedResult, RunOptions
 from fedclust.core.validation import FloatArray
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec, StatisticSpec
+from fedclust.protocol.algorithms import (
+    SWEEP_STATISTICS,
+    SWEEP_TASKS,
+    AlgorithmSpec,
+    StatisticSpec,
+)
+from fedclust.protocol.maths.rows import RowSource, fold
 from fedclust.protocol.wire import messages as msg
 
 
-def lloyd_sums(X: FloatArray, centers: FloatArray) -> dict[str, FloatArray]:
-    """S_k and n_k of the rows ``X`` (N, D) for ``centers`` (K, D)."""
+def _block(X: FloatArray, centers: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """S_k and n_k of one block of rows ``X`` (B, D) for ``centers`` (K, D)."""
     nearest = np.argmin(((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2), axis=1)
     sums = np.zeros_like(centers)
     np.add.at(sums, nearest, X)
     counts = np.bincount(nearest, minlength=centers.shape[0]).astype(np.float64)
+    return sums, counts
+
+
+def lloyd_sums(rows: RowSource, centers: FloatArray) -> dict[str, FloatArray]:
+    """S_k and n_k of the participant's ``rows`` for ``centers`` (K, D): the sum over its
+    blocks of theirs (streamed, and on a Dask cluster's workers)."""
+    sums, counts = fold(rows, lambda xb, _: _block(xb, centers))
     return {"sums": sums, "counts": counts}
 
 
@@ -36,7 +49,8 @@ def _shapes(n_features: int, centers: tuple[int, ...]) -> dict[str, tuple[int, .
 
 
 def _bounds(
-    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float
+    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float,
+    params: Mapping[str, float],
 ) -> dict[str, float]:
     return {"sums": max_rows * value_bound, "counts": float(max_rows)}
 
@@ -51,7 +65,7 @@ SPEC = AlgorithmSpec(
     title="Lloyd's k-means from exact sums (a test's toy)",
     family="sweep",
     tasks=SWEEP_TASKS | {"statistic"},
-    statistics=frozenset({STATISTIC.name}),
+    statistics=SWEEP_STATISTICS | {STATISTIC.name},
     procedure_path=f"{__name__}:procedure",
     plain_notes=(
         "toy-lloyd: each participant's per-cluster sums of its rows and their counts reach "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from fedclust.core.models import Strict
-from fedclust.protocol.algorithms import SWEEP_TASKS, AlgorithmSpec
+from fedclust.protocol.algorithms import SWEEP_STATISTICS, SWEEP_TASKS, AlgorithmSpec
 
 if TYPE_CHECKING:
     from fedclust.coordinator.result import FederatedResult, RunOptions
@@ -37,7 +37,8 @@ SPEC = AlgorithmSpec(
     name="toy-tuned-fcm",
     title="Exact federated FCM with a damped combine step of a given damping (a test's toy)",
     family="sweep",
-    tasks=SWEEP_TASKS | {"fcm_sums"},
+    tasks=SWEEP_TASKS,
+    statistics=SWEEP_STATISTICS | {"fcm_sums"},
     procedure_path=f"{__name__}:procedure",
     params_block="damping",
     params_path=f"{__name__}:DampingParams",

@@ -81,8 +81,9 @@ def test_disclosures_of_a_small_job(
         assert (name, "local_fcm") not in by_key
         held = by_key[(name, "hold_local_fcm")]
         assert (held.reply_kind, held.fields) == ("ack", [])
-        sums = by_key[(name, "center_sums")]
-        fields = {f.name: f for f in sums.fields}
+        sums = by_key[(name, "center_sums")]  # a statistic task, named by its statistic
+        assert sums.reply_kind == "statistic"
+        fields = {f.name.removeprefix("fields."): f for f in sums.fields}
         assert set(fields) == {"sums", "weights", "inertia", "contributors", "objective"}
         # (starts, at most K global centers, D): nothing scales with the local centers
         assert all(s[1] <= 3 and s[2] == 2 for s in fields["sums"].shapes or [])

@@ -59,7 +59,9 @@ def test_an_oversized_array_shape_is_422(client: TestClient, shape: list[int]) -
 
 @pytest.mark.parametrize("value", [b"NaN", b"Infinity", b"-Infinity"])
 def test_a_non_finite_float_is_422(client: TestClient, value: bytes) -> None:
-    body = b'{"job_id": "j", "task_id": 0, "reply": {"kind": "silhouette_sums", "total": %s}}'
+    empty = b'{"dtype": "float64", "shape": [0], "data": ""}'
+    reply = b'{"kind": "local_fcm", "centers": %s, "weights": %s, "n_iter": 0, ' % (empty, empty)
+    body = b'{"job_id": "j", "task_id": 0, "reply": ' + reply + b'"global_objective": %s}}'
     response = client.post(
         f"{API}/jobs/j/tasks/0/contribution", content=body % value,
         headers={**PARTICIPANT, "Content-Type": "application/json"},

@@ -40,27 +40,28 @@ class Tamperer:
         self.checked = False
 
     def __call__(self, client: TestClient, task: msg.Task, reply: msg.Reply) -> None:
-        if self.checked or not isinstance(reply, msg.CenterSumsReply):
+        if self.checked or not (isinstance(reply, msg.StatisticReply) and "sums" in reply.fields):
             post_reply(client, ME, task, reply, expect=202)
             return
         self.checked = True
         good: dict[str, Any] = json.loads(reply.model_dump_json())
-        s, k, d = reply.sums.shape
+        s, k, d = reply.fields["sums"].shape
 
-        wrong = reply.model_copy(update={"sums": msg.WireArray.of(np.zeros((s, k, d + 1)))})
+        fields = {**reply.fields, "sums": msg.WireArray.of(np.zeros((s, k, d + 1)))}
+        wrong = reply.model_copy(update={"fields": fields})
         response = post_reply(client, ME, task, wrong, expect=422)
-        assert "'sums' must have shape" in response.text
+        assert "'sums' must be float64 of shape" in response.text
 
         nan = np.zeros((s, k, d))
         nan[0, 0, 0] = np.nan
-        nan_reply = {**good, "sums": {**good["sums"],
-                                      "data": base64.b64encode(nan.tobytes()).decode()}}
+        sums = {**good["fields"]["sums"], "data": base64.b64encode(nan.tobytes()).decode()}
+        nan_reply = {**good, "fields": {**good["fields"], "sums": sums}}
         response = post_reply(client, ME, task, nan_reply, expect=422)
         assert "NaN or infinity" in response.text
 
         response = post_reply(client, ME, task, msg.AckReply(), expect=422)
-        assert "needs a 'center_sums' reply" in response.text
-        post_reply(client, ME, task, {"kind": "center_sums"}, expect=422)  # fields missing
+        assert "needs a 'statistic' reply" in response.text
+        post_reply(client, ME, task, {"kind": "statistic"}, expect=422)  # fields missing
 
         url = f"{API}/jobs/{task.job_id}/tasks/{task.task_id}/contribution"
         body = {"job_id": task.job_id, "task_id": task.task_id + 1, "reply": good}

@@ -37,15 +37,15 @@ from tests.coordinator.test_fedcref import StandIn
 T = TypeVar("T")
 NAMES = ["p0", "p1", "p2"]
 CENTERS = np.array([[0.0, 1.0], [2.0, 3.0]])
-FCM = msg.FcmSumsTask(centers=msg.WireArray.of(CENTERS), m=2.0)
+FCM = msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)
 
 
-def _sums(i: int) -> msg.FcmSumsReply:
+def _sums(i: int) -> msg.StatisticReply:
     """Participant i's FCM sums: u_sum = (i+1, i+1), weighted_sum all i+1."""
-    return msg.FcmSumsReply(
-        u_sum=msg.WireArray.of(np.full(2, i + 1.0)),
-        weighted_sum=msg.WireArray.of(np.full((2, 2), i + 1.0)),
-    )
+    return msg.StatisticReply(fields={
+        "u_sum": msg.WireArray.of(np.full(2, i + 1.0)),
+        "weighted_sum": msg.WireArray.of(np.full((2, 2), i + 1.0)),
+    })
 
 
 def _reply_sums(i: int, _: msg.Task) -> msg.Reply:
@@ -170,7 +170,7 @@ def test_a_resumed_round_replays_its_stored_replies_and_timeouts(db: Database) -
     restarted.close()
 
     changed = Broker(db, timeout=60.0)  # a resumed job must ask what it asked before
-    other = msg.FcmSumsTask(centers=msg.WireArray.of(CENTERS + 1.0), m=2.0)
+    other = msg.StatisticTask.of("fcm_sums", msg.WireArray.of(CENTERS + 1.0), m=2.0)
     with pytest.raises(ProtocolError, match="task 0 of participant 'p0' differs"):
         changed.open_job(job).ask_many([("p0", other), ("p1", FCM)])
     changed.close()
@@ -185,7 +185,7 @@ def test_a_plain_sum_over_the_broker_leaves_out_a_refusal_and_a_dropout(db: Data
     remotes = _remotes(broker.open_job(_job(db)))
     summation = PlainSummation()
     before = {t.ident for t in threading.enumerate()}
-    asked = _in_thread(lambda: summation.sum(remotes, FCM, msg.FcmSumsReply))
+    asked = _in_thread(lambda: summation.sum(remotes, FCM, msg.StatisticReply))
     _wait_for(lambda: _waiting(broker) == NAMES)  # every task is out
     started = {t.ident for t in threading.enumerate()} - before
     assert len(started) == 1  # the asking thread; no thread per participant
@@ -200,12 +200,12 @@ def test_a_plain_sum_over_the_broker_leaves_out_a_refusal_and_a_dropout(db: Data
         "participant 'p2' refused: policy says no",
     ]
     # the next sum does not ask p1 again
-    asked = _in_thread(lambda: summation.sum(remotes, FCM, msg.FcmSumsReply))
+    asked = _in_thread(lambda: summation.sum(remotes, FCM, msg.StatisticReply))
     _answer(broker, "p0", lambda _: _sums(0))
     _answer(broker, "p2", lambda _: _sums(2))
     total, names = asked.result(timeout=30)
     assert names == ("p0", "p2")
-    assert np.array_equal(total.u_sum.to_numpy(), np.full(2, 4.0))
+    assert np.array_equal(total.fields["u_sum"].to_numpy(), np.full(2, 4.0))
     assert [t.task_id for t in db.tasks("job-r") if t.participant == "p1"] == [0]
     broker.close_job("job-r")
     broker.close()

@@ -60,7 +60,7 @@ def _count(db: Database, table: str) -> int:
 
 
 def test_a_large_payload_is_stored_once_and_fetched_by_hash(tmp_path: Path) -> None:
-    spec = msg.FcmSumsTask(centers=msg.WireArray.of(LARGE), m=2.0)
+    spec = msg.StatisticTask.of("fcm_sums", msg.WireArray.of(LARGE), m=2.0)
     with running_app(tmp_path, FakeCounting()) as client:
         services, channel = _open_job(client)
         with ThreadPoolExecutor(len(NAMES)) as pool:
@@ -104,7 +104,7 @@ def test_a_large_payload_is_stored_once_and_fetched_by_hash(tmp_path: Path) -> N
         db = services.db
         assert (_count(db, "tasks"), _count(db, "replies"), _count(db, "blobs")) == (3, 3, 1)
         stored = db.tasks("job-broker")  # blobs put back for the disclosure ledger
-        assert all(msg.FcmSumsTask.model_validate_json(t.spec_json) == spec for t in stored)
+        assert all(msg.StatisticTask.model_validate_json(t.spec_json) == spec for t in stored)
 
 
 def test_a_waiting_poll_is_woken_by_a_new_task(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 from numpy.typing import ArrayLike
@@ -14,7 +16,7 @@ from fedclust.core.validation import FloatArray
 from fedclust.data.loaders import DATASETS_ENV, shared_datasets_dir
 from fedclust.participant.local import reply_to
 from fedclust.protocol.maths._fuzzy import nearest
-from fedclust.protocol.maths.exact_fcm import FCMSums, participant_sums
+from fedclust.protocol.maths.exact_fcm import participant_sums
 from fedclust.protocol.maths.fcm import fcm
 from fedclust.protocol.wire import messages as msg
 
@@ -32,9 +34,13 @@ class Client:
         self.enforce_rule = enforce_rule
         self.calls = 0
 
-    def fcm_sums(self, centers: ArrayLike, *, m: float) -> FCMSums:
+    def statistic(
+        self, name: str, centers: ArrayLike, params: Mapping[str, float]
+    ) -> dict[str, FloatArray]:
+        assert name == "fcm_sums"
         self.calls += 1
-        return participant_sums(self._X, centers, m=m, enforce_rule=self.enforce_rule)
+        sums = participant_sums(self._X, centers, m=params["m"], enforce_rule=self.enforce_rule)
+        return {"u_sum": sums.u_sum, "weighted_sum": sums.weighted_sum}
 
 
 def _synthetic() -> tuple[FloatArray, list[Client]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ from fedclust.coordinator.federated_kmeans import run_federated_kmeans, run_kfed
 from fedclust.core.errors import ProtocolError
 from fedclust.data.synthetic import GARST_GRID_CENTERS, garst_grid
 from fedclust.participant.local import reply_to
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths import center_kmeans, kfed
 from fedclust.protocol.maths import federated_kmeans as fkm
 from fedclust.protocol.maths._fuzzy import nearest
@@ -49,13 +50,16 @@ class Site:
     def hold_kmeans_step(self, centers: NDArray[np.float64]) -> None:
         self._hold(fkm.participant_step(self.X, centers, p=self.p))
 
-    def center_sums(self, starts: NDArray[np.float64]) -> center_kmeans.CenterSums:
+    def statistic(
+        self, name: str, centers: NDArray[np.float64], params: Mapping[str, float]
+    ) -> dict[str, NDArray[np.float64]]:
+        """A held-centers statistic (``center_sums``, ``center_scatter``) of the local means
+        held."""
         assert self.held is not None
-        return center_kmeans.participant_center_sums(self.held, starts)
-
-    def center_scatter(self, centers: NDArray[np.float64]) -> center_kmeans.CenterScatter:
-        assert self.held is not None
-        return center_kmeans.participant_center_scatter(self.held, centers)
+        fields: dict[str, NDArray[np.float64]] = algorithms.statistic(name).compute()(
+            (self.held, 0.0), centers, **params
+        )
+        return fields
 
     def kfed_centers(self, k_local: int, *, seed: int | None) -> NDArray[np.float64]:
         self.seeds.append(seed)

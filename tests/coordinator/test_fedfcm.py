@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 from numpy.typing import ArrayLike
@@ -15,13 +17,10 @@ from fedclust.data.synthetic import (
     motivational,
 )
 from fedclust.participant.local import LocalParticipant, reply_to
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths._fuzzy import objective
 from fedclust.protocol.maths.center_kmeans import (
-    CenterScatter,
-    CenterSums,
     LocalPoints,
-    participant_center_scatter,
-    participant_center_sums,
 )
 from fedclust.protocol.maths.fcm import fcm
 from fedclust.protocol.maths.fedfcm import LocalCenters, participant_local_fcm
@@ -52,12 +51,15 @@ class _Client:
         self.held = (LocalPoints(local.centers, np.ones(len(local.centers))),
                      local.global_objective)
 
-    def center_sums(self, starts: FloatArray) -> CenterSums:
-        points, objective = self.held
-        return participant_center_sums(points, starts, objective=objective)
-
-    def center_scatter(self, centers: FloatArray) -> CenterScatter:
-        return participant_center_scatter(self.held[0], centers)
+    def statistic(
+        self, name: str, centers: FloatArray, params: Mapping[str, float]
+    ) -> dict[str, FloatArray]:
+        """A held-centers statistic (``center_sums``, ``center_scatter``) of the local
+        centers held."""
+        fields: dict[str, FloatArray] = algorithms.statistic(name).compute()(
+            self.held, centers, **params
+        )
+        return fields
 
 
 def _max_matched_distance(found: FloatArray, reference: FloatArray) -> float:

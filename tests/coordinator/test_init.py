@@ -128,7 +128,7 @@ def test_participants_accept_the_tasks_of_a_job_with_init() -> None:
     own = OwnBounds.of(Declaration(64, 1.0, False, False, False), 2)
     centers = msg.WireArray.of(np.array(init))
     for algorithm, spec in (
-        ("ffcm", msg.FcmSumsTask(centers=centers, m=2.0)),
+        ("ffcm", msg.StatisticTask.of("fcm_sums", centers, m=2.0)),
         ("fkm", msg.HoldKmeansStepTask(centers=centers)),
     ):
         terms = JobCreate(algorithm=algorithm, participants=["a", "b", "c"], k=3, init=init,

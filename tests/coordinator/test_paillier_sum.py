@@ -123,8 +123,8 @@ class Federation:
         self.holder.record_contribution(JOB, round_no, name)
 
 
-def fcm_task(centers: np.ndarray) -> msg.FcmSumsTask:
-    return msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=2.0)
+def fcm_task(centers: np.ndarray) -> msg.StatisticTask:
+    return msg.StatisticTask.of("fcm_sums", centers, m=2.0)
 
 
 def test_paillier_exact_fcm_equals_the_plaintext_run_to_the_encoding_bound(
@@ -150,9 +150,9 @@ def test_one_sum_decodes_within_the_bound_and_each_answer_is_ciphertext(
     pair: PaillierKeyPair,
 ) -> None:
     fed = Federation(pair, 3)
-    total, names = fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply)
     assert names == ("org-0", "org-1", "org-2")
-    plain = [p.fcm_sums(CENTERS, m=2.0) for p in fed.locals]
+    plain = [p.statistic("fcm_sums", CENTERS, {"m": 2.0}) for p in fed.locals]
     (enc,) = [
         e for e in field_encodings(
             fcm_task(CENTERS), n_features=3, n_parties=3, max_rows=MAX_ROWS,
@@ -160,10 +160,9 @@ def test_one_sum_decodes_within_the_bound_and_each_answer_is_ciphertext(
         ) if e.name == "weighted_sum"
     ]
     bound = SlotSpec(enc.name, enc.scale_bits, enc.bound, 3).error_bound(3)
-    expected = sum(p.weighted_sum for p in plain)
-    assert np.abs(total.to_result().weighted_sum - expected).max() <= bound + 1e-12 * np.abs(
-        expected
-    ).max()
+    expected = sum(p["weighted_sum"] for p in plain)
+    got = total.fields["weighted_sum"].to_numpy()
+    assert np.abs(got - expected).max() <= bound + 1e-12 * np.abs(expected).max()
     for member in fed.members:
         (reply,) = member.sent
         assert isinstance(reply, msg.PaillierInputReply)
@@ -197,7 +196,7 @@ def _private_keys_reachable(root: object, boundary: object) -> list[object]:
 
 def test_the_coordinator_never_holds_the_private_key(pair: PaillierKeyPair) -> None:
     fed = Federation(pair, 3)
-    fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply)
+    fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply)
     # Everything the summation holds, up to the key holder (the counting service's side of
     # the wire): no private key, key pair or key holder is reachable.
     assert _private_keys_reachable(fed.summation, fed.key_holder) == []
@@ -213,7 +212,7 @@ def test_a_substituted_public_key_is_refused(pair: PaillierKeyPair) -> None:
         max_rows=MAX_ROWS, value_bound=VALUE_BOUND,
     )
     with pytest.raises(RefusedError, match="only 0 of 3 participants contributed"):
-        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply)
+        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply)
     for member in fed.members:
         (reply,) = member.sent
         assert isinstance(reply, msg.RefusalReply) and "substituted key" in reply.reason
@@ -226,10 +225,10 @@ def test_a_participant_refusing_by_its_privacy_rule_is_left_out_and_noted(
     # org-3 holds 4 rows: exact-sum FCM with K=3 in 3-D would let the coordinator solve for
     # its points (N <= K(D+1)/D), so its policy refuses (Corcuera Bárcena et al. §4.2).
     fed = Federation(pair, 4, tiny=3)
-    total, names = fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply)
     assert names == ("org-0", "org-1", "org-2")
-    expected = sum(p.fcm_sums(CENTERS, m=2.0).u_sum for p in fed.locals[:3])
-    assert np.abs(total.to_result().u_sum - expected).max() < 1e-6
+    expected = sum(p.statistic("fcm_sums", CENTERS, {"m": 2.0})["u_sum"] for p in fed.locals[:3])
+    assert np.abs(total.fields["u_sum"].to_numpy() - expected).max() < 1e-6
     assert any(
         "'org-3' left a secure sum at the Paillier input of sum 1" in note
         for note in fed.summation.notes
@@ -237,13 +236,13 @@ def test_a_participant_refusing_by_its_privacy_rule_is_left_out_and_noted(
     (request,) = fed.key_holder.requests
     assert request.contributors == ["org-0", "org-1", "org-2"]
     with pytest.raises(RefusedError, match="org-3"):  # a sum every participant must join
-        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply, required=True)
+        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply, required=True)
 
 
 def test_fewer_than_three_contributors_fail_before_any_decryption(pair: PaillierKeyPair) -> None:
     fed = Federation(pair, 3, tiny=2)
     with pytest.raises(RefusedError, match="only 2 of 3 participants contributed"):
-        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply)
+        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply)
     assert fed.key_holder.requests == []
 
 
@@ -253,7 +252,7 @@ def test_a_participant_silent_after_announcing_makes_the_key_holder_refuse(
     fed = Federation(pair, 4)
     fed.members[1].silent_after_announce = True
     with pytest.raises(RefusedError, match=r"recorded but not named: \['org-1'\]"):
-        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.FcmSumsReply)
+        fed.summation.sum(fed.members, fcm_task(CENTERS), msg.StatisticReply)
 
 
 def test_replays_and_values_over_their_bound_are_refused(pair: PaillierKeyPair) -> None:

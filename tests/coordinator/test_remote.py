@@ -113,7 +113,7 @@ def test_no_body_reaching_the_coordinator_carries_an_n_l() -> None:
     assert doc.k_selected == 5
     bodies = [json.loads(b) for b in channel.received]
     kinds = {b["reply"]["kind"] for b in bodies}
-    assert {"moment_sums", "center_sums", "fuzzy_db_sums", "silhouette_sums", "ack"} <= kinds
+    assert {"moment_sums", "statistic", "ack"} <= kinds
     for body in bodies:
         assert not _keys(body) & {"count", "counts", "n", "n_samples", "size"}
         assert not set(_ints(body)) & set(sizes), body["reply"]["kind"]
@@ -129,10 +129,11 @@ def test_a_refusal_crosses_the_wire_with_its_reason() -> None:
 
 
 def test_a_reply_of_the_wrong_shape_is_refused_before_use() -> None:
-    spec = msg.FcmSumsTask(centers=msg.WireArray.of(np.zeros((3, 2))), m=2.0)
-    bad = msg.FcmSumsReply(u_sum=msg.WireArray.of(np.ones(2)),
-                           weighted_sum=msg.WireArray.of(np.ones((3, 2))))
-    with pytest.raises(ValueError, match=r"'u_sum' must have shape \(3,\); got shape \(2,\)"):
+    spec = msg.StatisticTask.of("fcm_sums", np.zeros((3, 2)), m=2.0)
+    bad = msg.StatisticReply(fields={"u_sum": msg.WireArray.of(np.ones(2)),
+                                     "weighted_sum": msg.WireArray.of(np.ones((3, 2)))})
+    with pytest.raises(ValueError, match=r"'u_sum' must be float64 of shape \(3,\); got float64 "
+                       r"of shape \(2,\)"):
         msg.check_reply(spec, bad, n_features=2)
-    with pytest.raises(ValueError, match="needs a 'fcm_sums' reply"):
+    with pytest.raises(ValueError, match="needs a 'statistic' reply"):
         msg.check_reply(spec, msg.AckReply(), n_features=2)

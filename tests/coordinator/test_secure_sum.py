@@ -71,8 +71,8 @@ def cohort(
     return locals_, members, summation
 
 
-def fcm_task(centers: np.ndarray) -> msg.FcmSumsTask:
-    return msg.FcmSumsTask(centers=msg.WireArray.of(centers), m=2.0)
+def fcm_task(centers: np.ndarray) -> msg.StatisticTask:
+    return msg.StatisticTask.of("fcm_sums", centers, m=2.0)
 
 
 CENTERS = np.array([[0.0, 0.0, 0.0], [2.0, 2.0, 2.0], [5.0, 5.0, 5.0]])
@@ -92,7 +92,7 @@ def test_masked_exact_fcm_equals_the_plaintext_run_to_the_encoding_bound() -> No
 
 def test_the_coordinator_receives_uniform_vectors_whose_sum_is_the_aggregate() -> None:
     locals_, members, summation = cohort(3)
-    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     assert names == ("org-0", "org-1", "org-2")
     encoding = {
         e.name: e
@@ -101,7 +101,7 @@ def test_the_coordinator_receives_uniform_vectors_whose_sum_is_the_aggregate() -
             value_bound=VALUE_BOUND,
         )
     }
-    plain = [p.fcm_sums(CENTERS, m=2.0) for p in locals_]
+    plain = [p.statistic("fcm_sums", CENTERS, {"m": 2.0}) for p in locals_]
     stat = encoding["weighted_sum"]
     assert stat.words == 2  # 3 · N·B = 3e9 > 2^21: two words hold it at resolution 2^-40
     received = []
@@ -109,7 +109,7 @@ def test_the_coordinator_receives_uniform_vectors_whose_sum_is_the_aggregate() -
         (masked,) = [r for r in member.sent if isinstance(r, msg.MaskedInputReply)]
         vector = masked.vectors["weighted_sum"].to_numpy()
         clear = encode(
-            Statistic("weighted_sum", stat.scale_bits, stat.bound, stat.words), own.weighted_sum
+            Statistic("weighted_sum", stat.scale_bits, stat.bound, stat.words), own["weighted_sum"]
         )
         assert vector.dtype == np.uint64 and not np.array_equal(vector, clear)
         received.append(vector)
@@ -120,8 +120,8 @@ def test_the_coordinator_receives_uniform_vectors_whose_sum_is_the_aggregate() -
     # values < 1e-3.
     for vector in received:
         assert not np.isin(vector[..., -1] >> np.uint64(48), [0, 0xFFFF]).any()
-    expected = sum(p.weighted_sum for p in plain)
-    got = total.to_result().weighted_sum
+    expected = sum(p["weighted_sum"] for p in plain)
+    got = total.fields["weighted_sum"].to_numpy()
     bound = Statistic("weighted_sum", stat.scale_bits, stat.bound, stat.words).error_bound(3)
     assert np.abs(got - expected).max() <= bound + 1e-12 * np.abs(expected).max()
 
@@ -132,7 +132,7 @@ def test_masked_long_vector_passes_a_uniformity_test() -> None:
     rng = np.random.default_rng(1)
     _, members, summation = cohort(3, rows=2000)
     centers = rng.normal(size=(700, 3)) * 3
-    summation.sum(members, fcm_task(centers), msg.FcmSumsReply)
+    summation.sum(members, fcm_task(centers), msg.StatisticReply)
     (masked,) = [r for r in members[0].sent if isinstance(r, msg.MaskedInputReply)]
     values = np.concatenate([v.to_numpy().ravel() for v in masked.vectors.values()])
     top = (values >> np.uint64(56)).astype(np.int64)
@@ -145,29 +145,29 @@ def test_masked_long_vector_passes_a_uniformity_test() -> None:
 def test_a_dropout_after_the_key_exchange_leaves_the_survivors_exact_sum(stage: str) -> None:
     locals_, members, summation = cohort(5)
     members[2].fail_at = stage
-    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     survivors = [p for p in locals_ if p.name in names]
     if stage == "secure_input":
         assert names == ("org-0", "org-1", "org-3", "org-4")
         assert any("org-2" in note and "dropped out" in note for note in summation.notes)
     else:  # it submitted, then went silent: its input is in the sum, others unmask it
         assert len(names) == 5
-    expected = sum(p.fcm_sums(CENTERS, m=2.0).weighted_sum for p in survivors)
-    np.testing.assert_allclose(total.to_result().weighted_sum, expected, rtol=1e-9)
+    expected = sum(p.statistic("fcm_sums", CENTERS, {"m": 2.0})["weighted_sum"] for p in survivors)
+    np.testing.assert_allclose(total.fields["weighted_sum"].to_numpy(), expected, rtol=1e-9)
 
 
 def test_too_many_dropouts_fail_the_sum_and_say_why() -> None:
     _, members, summation = cohort(4)  # threshold 3
     members[0].fail_at = members[1].fail_at = "secure_input"
     with pytest.raises(ProtocolError, match="cannot be unmasked"):
-        summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+        summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
 
 
 def test_a_required_sum_fails_when_anyone_drops() -> None:
     _, members, summation = cohort(4)
     members[3].fail_at = "secure_input"
     with pytest.raises(RefusedError, match="org-3"):
-        summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply, required=True)
+        summation.sum(members, fcm_task(CENTERS), msg.StatisticReply, required=True)
 
 
 def test_a_participant_refusing_by_its_privacy_rule_becomes_a_recovered_dropout() -> None:
@@ -176,11 +176,12 @@ def test_a_participant_refusing_by_its_privacy_rule_becomes_a_recovered_dropout(
     tiny = LocalParticipant(np.ones((4, 3)), name="org-1")
     members[1].local = tiny
     _session(members[1])._local = tiny
-    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     assert "org-1" not in names
     assert any("org-1" in n and "C(F+1)/F" in n for n in summation.notes), summation.notes
-    expected = sum(p.fcm_sums(CENTERS, m=2.0).u_sum for p in locals_ if p.name in names)
-    np.testing.assert_allclose(total.to_result().u_sum, expected, rtol=1e-9)
+    summed = [p.statistic("fcm_sums", CENTERS, {"m": 2.0}) for p in locals_ if p.name in names]
+    expected = sum(s["u_sum"] for s in summed)
+    np.testing.assert_allclose(total.fields["u_sum"].to_numpy(), expected, rtol=1e-9)
 
 
 def test_a_value_over_its_declared_bound_fails_the_sum_saying_nothing_of_the_data() -> None:
@@ -198,9 +199,9 @@ def test_a_value_over_its_declared_bound_fails_the_sum_saying_nothing_of_the_dat
     summation = MaskedSummation(
         JOB, {k: v.public_bytes() for k, v in keys.items()}, max_rows=10, value_bound=1.0
     )
-    task = msg.FcmSumsTask(centers=msg.WireArray.of(np.zeros((2, 2))), m=2.0)
+    task = msg.StatisticTask.of("fcm_sums", np.zeros((2, 2)), m=2.0)
     with pytest.raises(ProtocolError, match="does not hold for what it computes") as info:
-        summation.sum(members, task, msg.FcmSumsReply)  # a wrong declaration, not a dropout
+        summation.sum(members, task, msg.StatisticReply)  # a wrong declaration, not a dropout
     assert re.search(r"\d", str(info.value).replace("'o0'", "")) is None  # no count, magnitude
 
 
@@ -340,7 +341,7 @@ def test_a_sum_before_the_key_setup_is_refused() -> None:
 def test_the_coordinator_refuses_to_start_a_sum_below_the_minimum_cohort() -> None:
     _, members, summation = cohort(3)
     with pytest.raises(RefusedError, match="at least 3"):
-        summation.sum(members[:2], fcm_task(CENTERS), msg.FcmSumsReply)
+        summation.sum(members[:2], fcm_task(CENTERS), msg.StatisticReply)
 
 
 def test_a_participant_without_a_session_refuses_secure_stages() -> None:
@@ -382,7 +383,7 @@ def test_center_kmeans_over_held_local_centers_is_the_same_procedure_masked_or_p
         for member in members for r in member.sent
     )
     kinds = {
-        r.statistic.kind for member in members for r in member.received
+        msg.task_name(r.statistic) for member in members for r in member.received
         if isinstance(r, msg.SecureInputTask)
     }
     assert kinds == {"center_sums", "center_scatter"}
@@ -423,7 +424,7 @@ def test_a_large_cohort_masks_on_its_graph_and_recovers_dropouts(graph: str) -> 
     )
     for m in members[10:15]:
         m.fail_at = "secure_input"
-    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     params = summation.parameters
     assert params is not None
     # Each participant was sent the sealed shares of its neighbours only.
@@ -442,8 +443,9 @@ def test_a_large_cohort_masks_on_its_graph_and_recovers_dropouts(graph: str) -> 
     assert len(revealed) == 115 and all(keys <= dropped for keys in revealed)
     assert 0 < sum(len(keys) for keys in revealed) <= 5 * params.neighbours
     assert len(names) == 115
-    expected = sum(p.fcm_sums(CENTERS, m=2.0).weighted_sum for p in locals_ if p.name in names)
-    np.testing.assert_allclose(total.to_result().weighted_sum, expected, rtol=1e-9)
+    summed = [p.statistic("fcm_sums", CENTERS, {"m": 2.0}) for p in locals_ if p.name in names]
+    expected = sum(s["weighted_sum"] for s in summed)
+    np.testing.assert_allclose(total.fields["weighted_sum"].to_numpy(), expected, rtol=1e-9)
 
 
 def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: Path) -> None:
@@ -457,15 +459,15 @@ def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: 
         )
 
     members[0]._session = session(0)
-    summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     saved, answers = tmp_path / "keys" / "setup-1.json", tmp_path / "keys" / "answers.json"
     assert sorted(p.name for p in (tmp_path / "keys").iterdir()) == [answers.name, saved.name]
     assert all(f.stat().st_mode & 0o777 == 0o600 for f in (saved, answers))  # both secret
     members[0]._session = session(summation.rounds)  # the agent restarts from its state
-    total, names = summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+    total, names = summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     assert names == ("org-0", "org-1", "org-2", "org-3")
-    expected = sum(p.fcm_sums(CENTERS, m=2.0).weighted_sum for p in locals_)
-    np.testing.assert_allclose(total.to_result().weighted_sum, expected, rtol=1e-9)
+    expected = sum(p.statistic("fcm_sums", CENTERS, {"m": 2.0})["weighted_sum"] for p in locals_)
+    np.testing.assert_allclose(total.fields["weighted_sum"].to_numpy(), expected, rtol=1e-9)
     # Without its keys it would have dropped out of every later sum, and a sum over the
     # three others, after those over four, would give its statistics by difference: the
     # sum is refused instead (issue 20).
@@ -474,7 +476,7 @@ def test_a_restarted_participant_masks_later_sums_with_its_saved_keys(tmp_path: 
         pins=PeerPins(), last_round=summation.rounds,
     )
     with pytest.raises(RefusedError, match="would reveal the statistics of 'org-0'"):
-        summation.sum(members, fcm_task(CENTERS), msg.FcmSumsReply)
+        summation.sum(members, fcm_task(CENTERS), msg.StatisticReply)
     saved.write_text("{not json")
     with pytest.raises(ValueError, match="not a file of saved masking keys"):
         session(summation.rounds)

@@ -32,8 +32,9 @@ RECEIPT_LINE = 4  # the coordinator holds a receipt for line 4 of the 5
 
 
 def _record(log: AuditLog, task_id: int) -> None:
-    reply = msg.FcmSumsReply(
-        u_sum=msg.WireArray.of(np.ones(3)), weighted_sum=msg.WireArray.of(np.ones((3, 2)))
+    reply = msg.StatisticReply(
+        fields={"u_sum": msg.WireArray.of(np.ones(3)),
+                "weighted_sum": msg.WireArray.of(np.ones((3, 2)))}
     )
     body = msg.Contribution(job_id="job-1", task_id=task_id, reply=reply)
     log.record(job="job-1", task_id=task_id, recipient="coordinator", what="contribution",

@@ -344,14 +344,15 @@ def all_kinds() -> list[msg.Task]:
         (msg.ReportCountTask(), "ffcm"),
         (msg.MomentSumsTask(), "ffcm"),
         (msg.MomentSumsTask(shift=wire([1.0, 1.0])), "ffcm"),
-        (msg.FcmSumsTask(centers=CENTERS, m=2.0), "ffcm"),
+        (msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0), "ffcm"),
         (msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=50), "fedfcm-avg"),
-        (msg.FuzzyDbSumsTask(centers=CENTERS, m=2.0, q=2.0), "fedfcm"),
-        (msg.SilhouetteSumsTask(centers=CENTERS), "fedfcm"),
+        (msg.StatisticTask(name="fuzzy_db_sums", centers=CENTERS, params={"m": 2.0, "q": 2.0}),
+         "fedfcm"),
+        (msg.StatisticTask(name="silhouette_sums", centers=CENTERS), "fedfcm"),
         (msg.HoldKmeansInitTask(k=2, seed=3), "fkm"),
-        (msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
+        (msg.StatisticTask.of("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.HoldKmeansStepTask(centers=CENTERS), "fkm"),
-        (msg.CenterScatterTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
+        (msg.StatisticTask.of("center_scatter", np.array([[[0.0, 0.0], [3.0, 3.0]]])), "fkm"),
         (msg.KfedCentersTask(k_local=2, seed=4), "kfed"),
         (msg.KfedDennisCentersTask(k_local=2, seed=4), "kfed-dennis"),
         (msg.LocalKTask(k_min=2, k_max=3, m=2.0, seed=5), "fedfcm"),
@@ -445,10 +446,10 @@ def test_the_count_goes_only_to_the_counting_service(
     tasks = declared([
         task(0, msg.ReportCountTask()),
         task(1, msg.MomentSumsTask()),
-        task(2, msg.FcmSumsTask(centers=CENTERS, m=2.0)),
+        task(2, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)),
         task(3, msg.HoldKmeansInitTask(k=2, seed=1), "fkm", job="job-fkm"),
-        task(4, msg.CenterSumsTask(centers=wire([[[0.0, 0.0], [3.0, 3.0]]])), "fkm",
-             job="job-fkm"),
+        task(4, msg.StatisticTask.of("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]])),
+             "fkm", job="job-fkm"),
     ])
     fake = run(write_config(tmp_path), tasks, counting)
     assert dumped(fake.replies()[1]) == {"kind": "ack"}
@@ -488,9 +489,9 @@ def test_refusals_carry_the_reason(
     tasks = [
         task(0, msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=5), "fedfcm"),
         *declared([
-            task(1, msg.FcmSumsTask(centers=wire(np.zeros((2, 3))), m=2.0)),  # wrong width
-            task(2, msg.FcmSumsTask(centers=wire(np.zeros((100, 2))), m=2.0)),  # N <= C(F+1)/F
-            task(3, msg.FcmSumsTask(centers=CENTERS, m=2.0)),  # fine: the agent is still there
+            task(1, msg.StatisticTask.of("silhouette_sums", np.zeros((1, 2)))),  # K < 2
+            task(2, msg.StatisticTask.of("fcm_sums", np.zeros((100, 2)), m=2.0)),  # N <= C(F+1)/F
+            task(3, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)),  # fine: still there
         ], k_range=(2, 100)),
     ]
     fake = run(write_config(tmp_path, policy=policy), tasks, counting)
@@ -499,11 +500,13 @@ def test_refusals_carry_the_reason(
     reasons = [r.reason for r in replies[:3] if isinstance(r, msg.RefusalReply)]
     assert "'fedfcm' is not allowed by this participant's policy" in reasons[0]
     # An unexpected error is named by type only: its text may describe the data.
-    assert "cannot compute this 'fcm_sums' task (ValueError; details in its log)" in reasons[1]
+    assert "cannot compute this 'silhouette_sums' task (ValueError; details in its log)" in (
+        reasons[1]
+    )
     assert "n_features" not in reasons[1]
     assert "privacy rule of Corcuera Bárcena et al." in reasons[2]
     assert re.search(rf"\b{len(X)}\b", reasons[2]) is None  # the bound, never N itself
-    assert isinstance(replies[3], msg.FcmSumsReply)
+    assert isinstance(replies[3], msg.StatisticReply)
 
 
 def test_standardisation_is_saved_and_reapplied_after_a_restart(
@@ -518,7 +521,7 @@ def test_standardisation_is_saved_and_reapplied_after_a_restart(
     assert saved["standardisations"][0]["mean"] == mean.tolist()  # exact: JSON floats round-trip
     # a new agent process: the apply task is delivered again (its answer was lost), then work
     # (the job's declared terms were saved with its state)
-    sums = task(1, msg.FcmSumsTask(centers=CENTERS, m=2.0))
+    sums = task(1, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0))
     second = run(config, [apply, sums], counting)
     ref = reference(X)
     ref.apply_standardisation(mean, scale)  # once: the repeated task must not apply it twice
@@ -530,6 +533,9 @@ def test_standardisation_is_saved_and_reapplied_after_a_restart(
     assert dumped(other.replies()[1]) == dumped(execute(reference(X), sums))
 
 
+SILHOUETTE = msg.StatisticTask(name="silhouette_sums", centers=CENTERS)
+
+
 def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
     tmp_path: Path, X: NDArray[np.float64], counting: Counting
 ) -> None:
@@ -537,12 +543,12 @@ def test_max_rounds_counts_algorithm_steps_per_job_across_restarts(
     step = msg.HoldKmeansStepTask(centers=CENTERS)
     first = run(
         config,
-        declared([task(0, step, "fkm"), task(1, msg.SilhouetteSumsTask(centers=CENTERS), "fkm"),
+        declared([task(0, step, "fkm"), task(1, SILHOUETTE, "fkm"),
                   task(2, step, "fkm"), task(3, step, "fkm")]),
         counting,
     )
     kinds = [r.kind for r in first.replies()]
-    assert kinds == ["declaration", "ack", "silhouette_sums", "ack", "refusal"]
+    assert kinds == ["declaration", "ack", "statistic", "ack", "refusal"]
     refusal = first.replies()[4]
     assert isinstance(refusal, msg.RefusalReply)
     assert refusal.reason == "round 3 exceeds this participant's max_rounds=2."
@@ -586,7 +592,7 @@ def test_network_errors_and_5xx_are_retried(
     failures: list[int | Exception] = [
         httpx.ConnectError("refused"), 503, httpx.ReadTimeout("slow"), 502,
     ]
-    tasks = declared([task(0, msg.FcmSumsTask(centers=CENTERS, m=2.0))])
+    tasks = declared([task(0, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0))])
     fake = run(write_config(tmp_path), tasks, counting, failures=failures)
     assert len(fake.enrolments) == 1
     assert dumped(fake.replies()[-1]) == dumped(execute(reference(X), tasks[-1]))
@@ -666,7 +672,7 @@ def test_a_damaged_saved_state_refuses_that_job_only(
     jobs = tmp_path / "state" / "jobs"
     jobs.mkdir(parents=True)
     (jobs / f"{JOB}.json").write_text("{not json", encoding="utf-8")
-    sums = msg.FcmSumsTask(centers=CENTERS, m=2.0)
+    sums = msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)
     tasks = [task(0, sums), *declared([task(0, sums, job="job-3")])]
     damaged, _, fine = run(write_config(tmp_path), tasks, counting).replies()
     assert isinstance(damaged, msg.RefusalReply)
@@ -734,7 +740,8 @@ def test_the_audit_log_holds_the_hash_of_every_body_received(
     kinds = {k.kind: k for k in summary.jobs[JOB]["coordinator"]}
     assert kinds["refusal"].messages == 1
     fkm = {k.kind: k for k in show(log, job="job-fkm").jobs["job-fkm"]["coordinator"]}
-    assert {f.name: f.shapes for f in fkm["center_sums"].fields}["reply.sums"] == ((1, 2, 2),)
+    shapes = {f.name: f.shapes for f in fkm["statistic"].fields}
+    assert shapes["reply.fields.sums"] == ((1, 2, 2),)
     assert [k.what for k in summary.jobs[JOB]["counting"]] == ["count_report"]
 
 
@@ -778,7 +785,7 @@ def test_a_masked_cohort_the_counting_service_refuses_is_not_contributed_to(
     ) as b:
         earlier = {"job_id": "job-m", "cohort": everyone}
         assert b.post("/jobs/job-m/cohorts", json=earlier).status_code == 204
-    statistic = msg.FcmSumsTask(centers=CENTERS, m=2.0)
+    statistic = msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)
     survivors = [ME, "hospital-b", "hospital-c"]
     spec = msg.SecureInputTask(
         round=2, cohort=survivors, statistic=statistic,

@@ -14,8 +14,9 @@ from fedclust.protocol.wire import messages as msg
 
 
 def contribution(task_id: int, k: int = 3) -> bytes:
-    reply = msg.FcmSumsReply(
-        u_sum=msg.WireArray.of(np.ones(k)), weighted_sum=msg.WireArray.of(np.ones((k, 2)))
+    reply = msg.StatisticReply(
+        fields={"u_sum": msg.WireArray.of(np.ones(k)),
+                "weighted_sum": msg.WireArray.of(np.ones((k, 2)))}
     )
     body = msg.Contribution(job_id="job-1", task_id=task_id, reply=reply)
     return body.model_dump_json().encode("utf-8")
@@ -64,8 +65,10 @@ def test_records_chain_and_hash_the_exact_bytes(tmp_path: Path) -> None:
     assert records[1]["recipient"] == "counting" and records[1]["job"] == "job-1"
     assert records[0]["task_id"] is None and records[0]["job"] is None
     fields = {f["name"]: f for f in records[2]["fields"]}
-    assert fields["reply.u_sum"] == {"name": "reply.u_sum", "shape": [2], "protection": "plain"}
-    assert fields["reply.weighted_sum"]["shape"] == [2, 2]
+    assert fields["reply.fields.u_sum"] == {
+        "name": "reply.fields.u_sum", "shape": [2], "protection": "plain"
+    }
+    assert fields["reply.fields.weighted_sum"]["shape"] == [2, 2]
     assert fields["task_id"]["shape"] is None
     # names, shapes and protection only: no value (such as the count 137) is ever written
     assert all(set(f) == {"name", "shape", "protection"} for r in records for f in r["fields"])
@@ -176,8 +179,8 @@ def test_show_summarises_per_job_recipient_and_kind(tmp_path: Path) -> None:
     (sums,) = job["coordinator"]
     assert (sums.what, sums.kind, sums.messages) == ("contribution", "fcm_sums", 3)
     fields = {f.name: f for f in sums.fields}
-    assert fields["reply.u_sum"].shapes == ((2,), (3,))  # K = 2 and 3 were sent
-    assert fields["reply.weighted_sum"].shapes == ((2, 2), (3, 2))
+    assert fields["reply.fields.u_sum"].shapes == ((2,), (3,))  # K = 2 and 3 were sent
+    assert fields["reply.fields.weighted_sum"].shapes == ((2, 2), (3, 2))
     assert {f.protection for f in sums.fields} == {"plain"}
     only = show(path, job="job-1")
     assert only.records == 4 and set(only.jobs) == {"job-1"}

@@ -56,7 +56,7 @@ B = 8.0  # both organisations configure value_bound = 8; their row bound is deri
 POLICY = f"[policy]\nvalue_bound = {B}\n"
 DECLARED = Declaration(64, B, True, False, False)
 OWN = OwnBounds.of(DECLARED, 2)
-ONE_CENTER = msg.FcmSumsTask(centers=wire([[1.5, 1.5]]), m=2.0)
+ONE_CENTER = msg.StatisticTask.of("fcm_sums", wire([[1.5, 1.5]]), m=2.0)
 
 
 @pytest.fixture
@@ -223,7 +223,12 @@ def test_the_u_sum_bound_probe_gets_the_same_refusal_and_an_honest_bound_an_answ
     assert all(isinstance(r, msg.PaillierInputReply) for r in answered.values())
 
 
-FAR = msg.FuzzyDbSumsTask(centers=wire([[40.0, 0.0], [-40.0, 40.0]]), m=2.0, q=2.0)
+def fuzzy_db(centers: list[list[float]]) -> msg.StatisticTask:
+    return msg.StatisticTask(name="fuzzy_db_sums", centers=wire(centers),
+                             params={"m": 2.0, "q": 2.0})
+
+
+FAR = fuzzy_db([[40.0, 0.0], [-40.0, 40.0]])
 
 
 @pytest.mark.parametrize(
@@ -235,8 +240,7 @@ FAR = msg.FuzzyDbSumsTask(centers=wire([[40.0, 0.0], [-40.0, 40.0]]), m=2.0, q=2
         # centers beyond 2B: distances <= B + |c| <= 3·|c|/2 per coordinate
         (FAR, B, True),
         (FAR, 20.0, False),
-        (msg.FuzzyDbSumsTask(centers=wire([[16.0, 0.0], [-16.0, 16.0]]), m=2.0, q=2.0), B,
-         False),
+        (fuzzy_db([[16.0, 0.0], [-16.0, 16.0]]), B, False),
     ],
     ids=["far-shift", "far-shift-honest", "far-centers", "far-centers-honest", "centers-2B"],
 )
@@ -268,7 +272,7 @@ def test_standardised_values_are_bounded_by_the_mean_and_scale_applied() -> None
     mean, scale = (2.0, -1.0), (0.5, 4.0)
     own = OwnBounds.of(DECLARED, 2, [(mean, scale)])
     assert own.value_bound == standardised_bound(B, mean, scale) == (B + 2.0) / 0.5
-    statistic = msg.FcmSumsTask(centers=wire([[0.0, 0.0]]), m=2.0)
+    statistic = msg.StatisticTask.of("fcm_sums", wire([[0.0, 0.0]]), m=2.0)
     assert encoding_floor(terms(), statistic, own)["weighted_sum"] == 64 * 20.0
     # A coordinator's B below it is refused; its honest B_z (>= ours) is not.
     spec = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=statistic,
@@ -282,7 +286,7 @@ def test_standardised_values_are_bounded_by_the_mean_and_scale_applied() -> None
 def test_center_sums_weights_are_bounded_by_the_held_centers() -> None:
     """W is coordinator-chosen too: the k-means holds weigh local means by their counts
     (W >= R, or the weights give N_l away), FedFCM holds K centers of weight 1 (W >= K)."""
-    centers = wire(np.zeros((1, 2, 2)))
+    centers = np.zeros((1, 2, 2))
     holds: list[tuple[msg.Algorithm, msg.TaskSpec, float]] = [
         ("fkm", msg.HoldKmeansInitTask(k=2, seed=0), 64.0),
         ("fedfcm", msg.HoldLocalFcmTask(centers=wire(np.full((3, 2), 30.0)), m=2.0,
@@ -292,14 +296,14 @@ def test_center_sums_weights_are_bounded_by_the_held_centers() -> None:
         held = held_bounds(hold, OWN)
         assert held is not None and held[0] == weight
         own = OwnBounds.of(DECLARED, 2, held=held)
-        statistic = msg.CenterSumsTask(centers=centers, weight_bound=weight)
+        statistic = msg.StatisticTask.of("center_sums", centers, weight_bound=weight)
         job = terms(algorithm, protection="masking")
         # The held objective is J_m of the hold's centers (|c| = 30): B = 15, not 8.
         encoding = honest(statistic, value_bound=max(B, held[1]))
         spec = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=statistic,
                                    encoding=encoding)
         require_task(job, algorithm, spec, own)
-        low = statistic.model_copy(update={"weight_bound": weight - 1})
+        low = msg.StatisticTask.of("center_sums", centers, weight_bound=weight - 1)
         crafted = spec.model_copy(update={
             "statistic": low, "encoding": honest(low, value_bound=max(B, held[1]))})
         with pytest.raises(RefusedError, match="of a 'center_sums' sum is encoded under bound"):

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from fedclust.core.validation import FloatArray
+from fedclust.participant.local import LocalParticipant
+from fedclust.protocol import algorithms
 from fedclust.protocol.maths import exact_fcm, federated_kmeans, standardise, validity
 from fedclust.protocol.maths._fuzzy import objective
 from fedclust.protocol.maths.rows import BLOCK_ROWS, RowSource, as_rows
@@ -88,3 +90,25 @@ def test_unknown_chunk_sizes_are_refused() -> None:
     unknown = arr[arr[:, 0] > 0]
     with pytest.raises(ValueError, match="unknown chunk sizes"):
         DaskRows(unknown)
+
+
+#: The parameters asked of the registered statistics that take some.
+PARAMS: dict[str, dict[str, float]] = {
+    "fcm_sums": {"m": 2.0}, "fuzzy_db_sums": {"m": 2.0, "q": 1.0},
+}
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in algorithms.statistic_names() if algorithms.statistic(n).reads == "rows"]
+)
+def test_every_registered_statistic_of_the_rows_streams_through_dask(
+    client: Any, name: str
+) -> None:
+    """The generic ``statistic`` task over Dask rows: the same fields, bit for bit."""
+    X, C = _data()
+    rows = DaskRows(da.from_array(X, chunks=(777, 4)), budget_bytes=BLOCK_ROWS * 32)
+    ours = LocalParticipant(rows, name="dask").statistic(name, C, PARAMS.get(name))
+    reference = LocalParticipant(X, name="numpy").statistic(name, C, PARAMS.get(name))
+    assert ours.keys() == reference.keys()
+    for field, value in ours.items():
+        assert np.array_equal(value, reference[field]), field

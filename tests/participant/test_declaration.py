@@ -58,12 +58,12 @@ def test_the_exact_fcm_refusal_depends_on_the_bucket_not_on_the_rows() -> None:
     reasons = []
     for part in (small, large):
         with pytest.raises(RefusedError, match="privacy rule of Corcuera Bárcena") as info:
-            part.fcm_sums(centers, m=2.0)
+            part.statistic("fcm_sums", centers, {"m": 2.0})
         reasons.append(str(info.value))
     assert reasons[0] == reasons[1]
     assert re.search(r"\b(39|59)\b", reasons[0]) is None
     for part in (small, large):  # K = 21, the largest the lower edge allows, is answered
-        assert part.fcm_sums(np.zeros((21, 2)), m=2.0).u_sum.shape == (21,)
+        assert part.statistic("fcm_sums", np.zeros((21, 2)), {"m": 2.0})["u_sum"].shape == (21,)
 
 
 def test_the_declaration_names_the_roster_it_is_for() -> None:

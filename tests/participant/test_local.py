@@ -19,7 +19,7 @@ def blobs(n: int = 60, seed: int = 0) -> NDArray[np.float64]:
 def test_algorithm_outside_the_policy_is_refused_with_the_reason() -> None:
     part = LocalParticipant(blobs(), name="a", policy=Policy(allowed_algorithms=frozenset({"fkm"})))
     with pytest.raises(RefusedError, match=r"'ffcm' is not allowed .*allowed: fkm"):
-        part.fcm_sums(np.zeros((2, 2)), m=2.0)
+        part.statistic("fcm_sums", np.zeros((2, 2)), {"m": 2.0})
     with pytest.raises(RefusedError, match="'kfed' is not allowed"):
         part.kfed_centers(2, seed=0)
 
@@ -28,19 +28,19 @@ def test_exact_fcm_privacy_rule_is_enforced_by_default() -> None:
     # C(F+1)/F = 3·3/2 = 4.5 >= N = 4: the coordinator could solve for the points.
     part = LocalParticipant(blobs(4), name="small")
     with pytest.raises(RefusedError):
-        part.fcm_sums(np.zeros((3, 2)), m=2.0)
+        part.statistic("fcm_sums", np.zeros((3, 2)), {"m": 2.0})
 
 
 def test_min_cluster_size_from_the_policy_is_applied() -> None:
     part = LocalParticipant(blobs(60), name="a", policy=Policy(min_cluster_size=31))
     part.hold_kmeans_step(np.array([[0.0, 0.0], [3.0, 3.0]]))
-    sums = part.center_sums(np.array([[[0.0, 0.0], [3.0, 3.0]]]))
+    sums = part.statistic("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]]))
     # Both clusters hold 30 points < p = 31: no local mean is held, every sum is zero.
-    assert not sums.weights.any() and not sums.contributors.any()
+    assert not sums["weights"].any() and not sums["contributors"].any()
     part = LocalParticipant(blobs(60), name="a", policy=Policy(min_cluster_size=30))
     part.hold_kmeans_step(np.array([[0.0, 0.0], [3.0, 3.0]]))
-    sums = part.center_sums(np.array([[[0.0, 0.0], [3.0, 3.0]]]))
-    np.testing.assert_array_equal(sums.weights, [[30.0, 30.0]])
+    sums = part.statistic("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]]))
+    np.testing.assert_array_equal(sums["weights"], [[30.0, 30.0]])
 
 
 @pytest.mark.parametrize(
@@ -50,11 +50,26 @@ def test_min_cluster_size_from_the_policy_is_applied() -> None:
 )
 def test_malformed_centers_are_rejected_and_state_is_kept(centers: NDArray[np.float64]) -> None:
     part = LocalParticipant(blobs(), name="a")
-    before = part.fuzzy_db_sums(np.array([[0.0, 0.0], [3.0, 3.0]]), m=2.0, q=1.0)
-    with pytest.raises(ValueError, match="centers"):
-        part.fuzzy_db_sums(centers, m=2.0, q=1.0)
-    after = part.fuzzy_db_sums(np.array([[0.0, 0.0], [3.0, 3.0]]), m=2.0, q=1.0)
-    np.testing.assert_array_equal(before.spread, after.spread)
+    good, params = np.array([[0.0, 0.0], [3.0, 3.0]]), {"m": 2.0, "q": 1.0}
+    before = part.statistic("fuzzy_db_sums", good, params)
+    with pytest.raises((ValueError, RefusedError), match="centers"):
+        part.statistic("fuzzy_db_sums", centers, params)
+    after = part.statistic("fuzzy_db_sums", good, params)
+    np.testing.assert_array_equal(before["spread"], after["spread"])
+
+
+@pytest.mark.parametrize(
+    ("params", "reason"),
+    [({"m": 2.0}, "needs parameter 'q'"), ({"m": 1.0, "q": 1.0}, "'m' .* must be a finite "
+     r"number > 1.0"), ({"m": 2.0, "q": 1.0, "p": 2.0}, "takes no parameter p")],
+    ids=["missing", "out-of-range", "unknown"],
+)
+def test_a_statistic_with_other_params_than_declared_is_refused(
+    params: dict[str, float], reason: str
+) -> None:
+    part = LocalParticipant(blobs(), name="a")
+    with pytest.raises(RefusedError, match=reason):
+        part.statistic("fuzzy_db_sums", np.array([[0.0, 0.0], [3.0, 3.0]]), params)
 
 
 def test_non_finite_data_is_refused_at_enrolment() -> None:

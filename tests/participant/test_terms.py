@@ -65,7 +65,7 @@ def test_an_unprotected_job_is_refused_at_the_declaration_by_the_default_policy(
     assert ParticipantConfig.from_file(config).policy.protections == {"masking", "paillier"}
     replies = run(config, [
         declare("job-1", protection="none"),
-        task(1, msg.FcmSumsTask(centers=CENTERS, m=2.0), job="job-1"),  # its statistic
+        task(1, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0), job="job-1"),  # its statistic
         declare("job-2", protection="masking"),
     ], counting).replies()
     assert refusal(replies[0]) == (
@@ -81,9 +81,9 @@ def test_an_organisation_that_opts_in_takes_part_in_unprotected_jobs(
 ) -> None:
     write_rows(tmp_path, blobs())
     replies = run(write_config(tmp_path), declared([
-        task(1, msg.FcmSumsTask(centers=CENTERS, m=2.0)),
+        task(1, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)),
     ]), counting).replies()
-    assert [r.kind for r in replies] == ["declaration", "fcm_sums"]
+    assert [r.kind for r in replies] == ["declaration", "statistic"]
 
 
 def test_protections_are_read_from_the_file_and_the_environment(
@@ -134,7 +134,7 @@ def test_a_bare_sum_in_a_masking_job_is_refused(tmp_path: Path, counting: Counti
     write_rows(tmp_path, blobs())
     replies = run(write_config(tmp_path), [
         declare(protection="masking"),
-        task(1, msg.FcmSumsTask(centers=CENTERS, m=2.0)),
+        task(1, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)),
         task(2, msg.ReportCountTask()),  # its count goes to the counting service: answered
     ], counting).replies()
     assert refusal(replies[1]) == (
@@ -199,10 +199,10 @@ def test_a_declared_job_keeps_its_terms(tmp_path: Path, counting: Counting) -> N
     # A state saved before the terms were kept loads, and its job must be declared again.
     saved = {k: v for k, v in saved.items() if k != "terms"} | {"version": 1}
     (tmp_path / "state" / "jobs" / "job-1.json").write_text(json.dumps(saved))
-    sums = task(1, msg.FcmSumsTask(centers=CENTERS, m=2.0))
+    sums = task(1, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0))
     again = run(config, [sums, declare(), sums], counting).replies()
     assert "holds no declared terms of job 'job-1'" in refusal(again[0])
-    assert [r.kind for r in again[1:]] == ["declaration", "fcm_sums"]
+    assert [r.kind for r in again[1:]] == ["declaration", "statistic"]
 
 
 # -- the rules, task by task (a function of the task and the terms only) --------------------------
@@ -217,7 +217,7 @@ def _encoding(spec: Any) -> list[msg.FieldEncoding]:
 
 #: A participant declaring 33 to 64 rows and values within [-1, 1], of 2 features.
 OWN = OwnBounds.of(Declaration(64, 1.0, False, False, False), 2)
-FCM = msg.FcmSumsTask(centers=_wire((2, 2)), m=2.0)
+FCM = msg.StatisticTask.of("fcm_sums", _wire((2, 2)), m=2.0)
 MASKED_FCM = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=FCM, encoding=_encoding(FCM))
 SETUP = msg.SecureSetupTask(roster=ROSTER, threshold=2, identities={})
 #: A masked fed-distill job over :data:`ROSTER` and its soft-prediction task for ``group``.
@@ -251,7 +251,7 @@ def _soft(*group: str) -> msg.DistillSoftTask:
          "for K=9 is outside"),
         ({"algorithm": "kfed-dennis"}, "kfed-dennis", msg.KfedDennisCentersTask(k_local=2),
          None),
-        ({}, "ffcm", msg.FcmSumsTask(centers=_wire((4, 2)), m=2.0), "with 4 centers"),
+        ({}, "ffcm", msg.StatisticTask.of("fcm_sums", _wire((4, 2)), m=2.0), "with 4 centers"),
         ({"standardise": False}, "ffcm",
          msg.ApplyStandardisationTask(mean=_wire((2,)), scale=_wire((2,))),
          "does not standardise"),
@@ -304,8 +304,7 @@ def test_require_task(
 
 
 def test_sum_kinds_are_the_statistics_a_secure_sum_carries() -> None:
-    assert {"moment_sums", "fcm_sums", "fuzzy_db_sums", "silhouette_sums", "center_sums",
-            "center_scatter", "statistic", "distill_soft", "fedcref_fedavg"} == SUM_KINDS
+    assert {"moment_sums", "statistic", "distill_soft", "fedcref_fedavg"} == SUM_KINDS
 
 
 def test_policy_require_protection_names_the_protection_and_the_policy() -> None:

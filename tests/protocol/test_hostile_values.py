@@ -38,7 +38,9 @@ def test_the_element_limit_is_exact() -> None:
 def test_a_scalar_reply_float_must_be_finite(value: str) -> None:
     body = (
         '{"job_id": "j", "task_id": 0, '
-        f'"reply": {{"kind": "silhouette_sums", "total": {value}}}}}'
+        '"reply": {"kind": "local_fcm", "centers": {"dtype": "float64", "shape": [0], '
+        '"data": ""}, "weights": {"dtype": "float64", "shape": [0], "data": ""}, '
+        f'"n_iter": 0, "global_objective": {value}}}}}'
     )
     with pytest.raises(ValidationError) as caught:
         msg.Contribution.model_validate_json(body)

@@ -156,7 +156,7 @@ def test_no_reply_model_has_a_field_for_a_row_count() -> None:
     # By construction: N_l goes to the counting service in a CountReport, never in a reply.
     union, _ = get_args(msg.Reply)  # Annotated[Union[...], discriminator]
     replies: tuple[type[BaseModel], ...] = get_args(union)
-    assert len(replies) == 25
+    assert len(replies) == 20
     for model in replies:
         fields = set(model.model_fields)
         if model is msg.DeclarationReply:
@@ -177,3 +177,30 @@ def test_no_reply_model_has_a_field_for_a_row_count() -> None:
             assert msg.StatisticTask in get_args(get_args(msg.SumTaskSpec)[0])
             continue
         assert not {"count", "n", "n_samples", "size", "rows"} & fields, model
+
+
+def test_a_statistic_task_takes_exactly_its_declared_params() -> None:
+    centers = msg.WireArray.of(np.zeros((2, 2)))
+    msg.StatisticTask(name="silhouette_sums", centers=centers)
+    with pytest.raises(ValidationError, match="'silhouette_sums' takes no parameter m"):
+        msg.StatisticTask(name="silhouette_sums", centers=centers, params={"m": 2.5})
+    with pytest.raises(ValidationError, match="finite_number"):
+        msg.StatisticTask.model_validate_json(
+            f'{{"name": "silhouette_sums", "centers": {centers.model_dump_json()}, '
+            '"params": {"m": NaN}}'
+        )
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [({"m": 2.0}, "needs parameter 'q'"), ({"m": 2.0, "q": 0.0}, r"'q' .* finite number > 0.0"),
+     ({"m": 2.0, "q": 1.0, "p": 2.0}, "takes no parameter p")],
+    ids=["missing", "out-of-range", "unknown"],
+)
+def test_a_statistic_task_is_checked_against_its_declared_params(
+    params: dict[str, float], error: str
+) -> None:
+    centers = msg.WireArray.of(np.zeros((2, 2)))
+    msg.StatisticTask(name="fuzzy_db_sums", centers=centers, params={"m": 2.0, "q": 1.0})
+    with pytest.raises(ValidationError, match=error):
+        msg.StatisticTask(name="fuzzy_db_sums", centers=centers, params=params)
