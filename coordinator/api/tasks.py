@@ -132,7 +132,7 @@ class _Wakeups:
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)  # held weakly: the loop is the key of its entry
         self._lock = threading.Lock()
         self._due: list[asyncio.Future[bool]] = []
 
@@ -151,7 +151,10 @@ class _Wakeups:
             self._due.append(future)
             if len(self._due) > 1:  # a call already scheduled settles it too
                 return
-        self._loop.call_soon_threadsafe(self._settle_due)
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("the event loop of this long poll is gone")
+        loop.call_soon_threadsafe(self._settle_due)
 
     def _settle_due(self) -> None:
         with self._lock:
