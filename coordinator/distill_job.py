@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from fedclust.coordinator.distillation import FedDistillResult, run_fed_distill
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import Summation
-from fedclust.protocol.wire.messages import DistillParams, JobCreate, ResultDocument
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
+from fedclust.protocol.wire.messages import JobCreate, ResultDocument
 
 __all__ = ["distill_result_document", "run_distill_job"]
 

@@ -33,9 +33,9 @@ from fedclust.coordinator._rounds import (
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.errors import ProtocolError
 from fedclust.core.validation import FloatArray, rng_from
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
 from fedclust.protocol.maths import distillation as dist
 from fedclust.protocol.wire import messages as msg
-from fedclust.protocol.wire.messages import DistillParams
 
 __all__ = [
     "DISTILL_BATCH",

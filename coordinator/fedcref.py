@@ -34,6 +34,7 @@ from fedclust.coordinator._rounds import (
 from fedclust.coordinator.secure_sum import Summation
 from fedclust.core.errors import ProtocolError
 from fedclust.core.validation import check_float, check_int, rng_from
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.fedcref import (
     AutoencoderSpec,
     ClusterRef,
@@ -46,7 +47,6 @@ from fedclust.protocol.maths.fedcref import (
     symmetric_edges,
 )
 from fedclust.protocol.wire import messages as msg
-from fedclust.protocol.wire.messages import FedCRefParams
 
 __all__ = [
     "MIN_PROTECTED_MEMBERS",

@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import Summation
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.fedcref import ClusterRef, FedCRefEvaluation, Grouping
 from fedclust.protocol.wire import messages as msg
-from fedclust.protocol.wire.messages import FedCRefParams, JobCreate, ResultDocument
+from fedclust.protocol.wire.messages import JobCreate, ResultDocument
 
 __all__ = ["fedcref_result_document", "run_fedcref_job"]
 

@@ -45,8 +45,6 @@ from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.core.models import MAX_ARRAY_ELEMENTS as MAX_ARRAY_ELEMENTS
 from fedclust.core.models import WireArray as WireArray
 from fedclust.protocol import algorithms
-from fedclust.protocol.algorithms.fed_distill_params import DistillParams as DistillParams
-from fedclust.protocol.algorithms.fedcref_params import FedCRefParams as FedCRefParams
 from fedclust.protocol.algorithms.fedcref_params import Hidden
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.fedfcm import LocalCenters

@@ -31,6 +31,8 @@ from fedclust.coordinator.federated_kmeans import run_kfed
 from fedclust.coordinator.remote import RemoteParticipant
 from fedclust.coordinator.secure_sum import PlainSummation
 from fedclust.core.errors import ProtocolError, RefusedError
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.wire import messages as msg
 from tests.coordinator.test_fedcref import StandIn
 
@@ -326,7 +328,7 @@ def test_fed_distill_and_fedcref_rounds_over_the_broker_wait_in_one_thread(
     broker = Broker(db, timeout=30.0)
     distill = msg.JobCreate(
         algorithm="fed-distill", participants=NAMES, seed=0, protection="none",
-        **{"distill": msg.DistillParams(public=msg.WireArray.of(np.zeros((4, 2))), n_classes=2,
+        **{"distill": DistillParams(public=msg.WireArray.of(np.zeros((4, 2))), n_classes=2,
                                         mode="global")},
     )
     remotes = _remotes(broker.open_job(db.create_job("job-d", distill, n_features=2)))
@@ -339,7 +341,7 @@ def test_fed_distill_and_fedcref_rounds_over_the_broker_wait_in_one_thread(
 
     fedcref = msg.JobCreate(
         algorithm="fedcref", participants=NAMES, seed=0, protection="none",
-        **{"fedcref": msg.FedCRefParams(hidden=(3,), fedavg_rounds=1, max_iterations=1)},
+        **{"fedcref": FedCRefParams(hidden=(3,), fedavg_rounds=1, max_iterations=1)},
     )
     channel = broker.open_job(db.create_job("job-f", fedcref, n_features=StandIn.n_features))
     remotes = [RemoteParticipant(n, channel=channel, n_features=StandIn.n_features)

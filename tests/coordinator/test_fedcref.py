@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fedclust.coordinator.fedcref import run_fedcref
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.maths.fedcref import AutoencoderSpec
 from fedclust.protocol.wire import messages as msg
 from tests.coordinator._recording import RecordingSummation
@@ -58,7 +59,7 @@ class StandIn:
 
 def _run(refine_with: str) -> list[StandIn]:
     parts = [StandIn("a"), StandIn("b"), StandIn("c"), StandIn("z", loner=True)]
-    params = msg.FedCRefParams(hidden=(3,), fedavg_rounds=2, refine_with=refine_with)
+    params = FedCRefParams(hidden=(3,), fedavg_rounds=2, refine_with=refine_with)
     res = run_fedcref(parts, params, seed=0)
     (it,) = res.iterations
     assert res.stop_reason == "all_frozen"
@@ -92,7 +93,7 @@ def test_every_member_answers_the_same_statistic_for_its_own_clusters() -> None:
 def test_a_group_of_three_sums_one_statistic_naming_every_member_by_the_summation() -> None:
     summation = RecordingSummation()
     parts = [StandIn("a"), StandIn("b"), StandIn("c"), StandIn("z", loner=True)]
-    params = msg.FedCRefParams(hidden=(3,), fedavg_rounds=2)
+    params = FedCRefParams(hidden=(3,), fedavg_rounds=2)
     res = run_fedcref(parts, params, seed=0, summation=summation)
     assert len(summation.sums) == 6  # 2 groups x (start + 2 rounds)
     for names, statistic, required in summation.sums:

@@ -27,6 +27,8 @@ from fedclust.participant.deep.device import (  # noqa: E402
     threads_per_participant,
 )
 from fedclust.protocol import algorithms  # noqa: E402
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams  # noqa: E402
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams  # noqa: E402
 from fedclust.protocol.maths.fedcref import AutoencoderSpec  # noqa: E402
 from fedclust.protocol.wire import messages as msg  # noqa: E402
 
@@ -163,13 +165,13 @@ def test_agent_config_model_device(tmp_path: Path) -> None:
 def test_presets_are_values_of_the_params_models() -> None:
     public = msg.WireArray.of(np.zeros((2, 4)))
     paper = algorithms.get("fed-distill").preset("paper")
-    params = msg.DistillParams(public=public, n_classes=10, **paper)
+    params = DistillParams(public=public, n_classes=10, **paper)
     assert (params.learning_rate, params.batch_size, params.local_epochs, params.epochs) == (
         1e-4, 128, 25, 40)
-    code = msg.DistillParams(public=public, n_classes=10,
+    code = DistillParams(public=public, n_classes=10,
                              **algorithms.get("fed-distill").preset("code"))
     assert (code.learning_rate, code.batch_size, code.local_epochs) == (1e-3, None, 30)
-    fedcref = msg.FedCRefParams(**algorithms.get("fedcref").preset("paper"))
+    fedcref = FedCRefParams(**algorithms.get("fedcref").preset("paper"))
     assert (fedcref.epochs, fedcref.theta, fedcref.alpha) == (20, 0.2, 75.0)
     with pytest.raises(ValueError, match=r"'best' is not one of fedcref's presets \(code, paper\)"):
         algorithms.get("fedcref").preset("best")
@@ -198,7 +200,7 @@ def test_the_jobs_training_hyper_parameters_reach_the_participants_tasks() -> No
     public = msg.WireArray.of(np.zeros((2, 4)))
     for preset, local, step in (("code", (30, 1e-3, 32), (1e-3, 64)),
                                 ("paper", (25, 1e-4, 128), (1e-4, 128))):
-        params = msg.DistillParams(public=public, n_classes=3, mode="global",
+        params = DistillParams(public=public, n_classes=3, mode="global",
                                    **algorithms.get("fed-distill").preset(preset))
         remote = _Recorder()
         run_fed_distill([remote], params, seed=0)
@@ -242,12 +244,12 @@ def test_job_submit_preset_under_the_flags_given() -> None:
 
     argv = ["job", "submit", "--participants", "a,b,c", "--algorithm", "fedcref", "--seed", "1"]
     paper = _job_from_flags(*_args(_parser(), [*argv, "--preset", "paper", "--theta", "0.3"]))
-    fedcref = paper.params(msg.FedCRefParams)
+    fedcref = paper.params(FedCRefParams)
     assert (fedcref.epochs, fedcref.alpha, fedcref.fedavg_rounds) == (20, 75.0, 15)
     assert fedcref.theta == 0.3  # the flag given overrides the preset
     code = _job_from_flags(*_args(_parser(), [*argv, "--preset", "code"]))
     # the authors' code's
-    assert code.params(msg.FedCRefParams) == msg.FedCRefParams(theta=0.25, tau=0.85)
+    assert code.params(FedCRefParams) == FedCRefParams(theta=0.25, tau=0.85)
 
 
 def _args(parser: Any, argv: list[str]) -> tuple[Any, list[str]]:

@@ -26,8 +26,9 @@ from fedclust.participant.deep.classifier import (  # noqa: E402
 )
 from fedclust.participant.deep.distill_local import DistillParticipant  # noqa: E402
 from fedclust.participant.local import LocalParticipant  # noqa: E402
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams  # noqa: E402
 from fedclust.protocol.maths.distillation import grouping_ari  # noqa: E402
-from fedclust.protocol.wire.messages import DistillParams, WireArray  # noqa: E402
+from fedclust.protocol.wire.messages import WireArray  # noqa: E402
 from tests.deep._answering import distilling  # noqa: E402
 
 GROUPS = ((0, 1), (2, 3, 4), (5, 6, 7))

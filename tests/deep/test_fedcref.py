@@ -16,8 +16,8 @@ from fedclust.coordinator.fedcref import FedCRefResult, run_fedcref  # noqa: E40
 from fedclust.core.errors import ProtocolError, RefusedError  # noqa: E402
 from fedclust.participant.deep import autoencoder as ae  # noqa: E402
 from fedclust.participant.deep.fedcref_local import FedCRefLocal, label_evaluator  # noqa: E402
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams  # noqa: E402
 from fedclust.protocol.maths.fedcref import AutoencoderSpec, combine_fedavg  # noqa: E402
-from fedclust.protocol.wire import messages as msg  # noqa: E402
 from tests.coordinator._recording import RecordingSummation  # noqa: E402
 from tests.deep._answering import clustering  # noqa: E402
 
@@ -69,7 +69,7 @@ def _run(
     options: dict[str, Any] = {"theta": THETA_SMALL, "fedavg_rounds": 3, "max_iterations": 4}
     options.update(terms)
     return run_fedcref(
-        [clustering(local, X) for local, X in parts], msg.FedCRefParams(**options),
+        [clustering(local, X) for local, X in parts], FedCRefParams(**options),
         seed=seed, summation=summation, evaluate=label_evaluator([p for p, _ in parts]),
     )
 

@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from fedclust.coordinator.distillation import MIN_PROTECTED_MEMBERS, run_fed_distill
 from fedclust.core.errors import ProtocolError
+from fedclust.protocol.algorithms.fed_distill_params import DistillParams
 from fedclust.protocol.maths import distillation as dist
 from fedclust.protocol.wire import messages as msg
 from tests.coordinator._recording import RecordingSummation
@@ -225,8 +226,8 @@ def _stubs() -> list[_Stub]:
 PUBLIC = np.zeros((8, 5))
 
 
-def _params(public: FloatArray = PUBLIC, **terms: object) -> msg.DistillParams:
-    return msg.DistillParams(public=msg.WireArray.of(public), n_classes=4, **terms)
+def _params(public: FloatArray = PUBLIC, **terms: object) -> DistillParams:
+    return DistillParams(public=msg.WireArray.of(public), n_classes=4, **terms)
 
 
 def test_driver_groups_stubs_and_flags_the_small_group() -> None:

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
 from fedclust.protocol import algorithms
+from fedclust.protocol.algorithms.fedcref_params import FedCRefParams
 from fedclust.protocol.wire import messages as msg
 from fedclust.protocol.wire.result_tables import CENTER_KEYS
 
@@ -123,7 +124,7 @@ def test_a_job_takes_its_own_params_block_only(algorithm: str) -> None:
         job = msg.JobCreate.model_validate(terms)
         assert job.algorithm_params is None
         with pytest.raises(ValueError, match=f"a '{algorithm}' job has no FedCRefParams"):
-            job.params(msg.FedCRefParams)
+            job.params(FedCRefParams)
 
 
 def test_job_create_feature_names_are_distinct_printable_names() -> None:
