@@ -58,7 +58,7 @@ def _participant(n: int, _path: Path) -> None:
     X = _data(n)
     C = _centers()
     p = LocalParticipant(X, name="bench")
-    p.moment_sums()
+    p.statistic("moment_sums", np.zeros((1, D)))
     for _ in range(3):
         p.statistic("fcm_sums", C, {"m": 2.0})
     p.statistic("fuzzy_db_sums", C, {"m": 2.0, "q": 1.0})

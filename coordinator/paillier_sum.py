@@ -167,7 +167,7 @@ class PaillierSummation(CohortSums):
                     f"{shapes[field]}."
                 )
             decoded[field] = values
-        return total_reply(statistic, decoded, n_features, reply_type), tuple(contributors)
+        return total_reply(statistic, decoded, reply_type), tuple(contributors)
 
     def _check(
         self,

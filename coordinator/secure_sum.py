@@ -147,8 +147,7 @@ class PlainSummation:
         for reply in replies:
             for name, value in msg.summands(cast(msg.Reply, reply)).items():
                 total[name] = total[name] + value if name in total else value
-        n_features = participants[0].n_features
-        return total_reply(statistic, total, n_features, reply_type), names
+        return total_reply(statistic, total, reply_type), names
 
 
 class JobSummation(Summation, Protocol):
@@ -196,11 +195,10 @@ def field_encodings(
 def total_reply(
     statistic: msg.SumTaskSpec,
     decoded: dict[str, NDArray[np.float64]],
-    n_features: int,
     reply_type: type[R],
 ) -> R:
     """The decoded sums in the plain reply model of ``statistic``."""
-    total = msg.reply_of_sums(statistic, decoded, n_features)
+    total = msg.reply_of_sums(statistic, decoded)
     if not isinstance(total, reply_type):
         raise TypeError(f"a {statistic.kind!r} sum is not a {reply_type.__name__}")
     return total
@@ -519,4 +517,4 @@ class MaskedSummation(CohortSums):
             )
             for e in encoding
         }
-        return total_reply(statistic, decoded, n_features, reply_type), tuple(survivors)
+        return total_reply(statistic, decoded, reply_type), tuple(survivors)

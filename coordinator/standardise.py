@@ -43,13 +43,13 @@ class StandardisingParticipant(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def n_features(self) -> int: ...
+
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The reply to a task, here ``moment_sums`` and ``apply_standardisation``."""
+        """The reply to a task, here the ``moment_sums`` statistic and
+        ``apply_standardisation``."""
         ...
-
-
-def _moments_task(shift: FloatArray | None) -> msg.MomentSumsTask:
-    return msg.MomentSumsTask(shift=None if shift is None else msg.WireArray.of(shift))
 
 
 def pooled_moments(
@@ -57,7 +57,8 @@ def pooled_moments(
     shift: FloatArray | None = None,
     summation: Summation | None = None,
 ) -> tuple[MomentSums, tuple[str, ...]]:
-    """The total moment sums of the participants present and who contributed them.
+    """The total moment sums of the participants present about ``shift`` (None: 0) and who
+    contributed them: the ``moment_sums`` statistic, whose one public point is the shift.
 
     The same procedure whatever the protection: ``summation`` sums them (its dropouts
     recovered; None: in the clear, a :class:`PlainSummation`). A participant that does not
@@ -68,8 +69,11 @@ def pooled_moments(
     """
     live = present(participants)
     summation = summation if summation is not None else PlainSummation()
-    reply, names = summation.sum(live, _moments_task(shift), msg.MomentSumsReply)
-    total = reply.to_result()
+    point = np.zeros(participants[0].n_features) if shift is None else np.asarray(shift, np.float64)
+    task = msg.StatisticTask.of("moment_sums", point[np.newaxis, :])
+    reply, names = summation.sum(live, task, msg.StatisticReply)
+    fields = msg.summands(reply)
+    total = MomentSums(sum=fields["sum"], sum_sq=fields["sum_sq"], shift=point)
     missing = sorted({p.name for p in present(live)} - set(names))
     if missing:
         raise RefusedError(

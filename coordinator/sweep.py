@@ -42,7 +42,7 @@ class SweepParticipant(Protocol):
     name: str
 
     def answer(self, spec: msg.TaskSpec) -> msg.Reply:
-        """The reply to a task, here ``moment_sums`` and the ``fuzzy_db_sums`` statistic."""
+        """The reply to a task, here the ``moment_sums`` and ``fuzzy_db_sums`` statistics."""
         ...
 
 

@@ -117,10 +117,6 @@ class LocalParticipant:
         self._count_sink(self.name, self._rows.n_rows)
 
     # -- federated standardisation ----------------------------------------------------------
-    def moment_sums(self, shift: ArrayLike | None = None) -> standardise.MomentSums:
-        """Σ(x-s), Σ(x-s)² and N of the local rows for a public shift s (summed across)."""
-        return standardise.participant_moments(self._rows, shift=shift)
-
     def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None:
         """Replace the local rows by their z-scores under the federation's mean and scale (a new
         array: the rows this participant was built with, maybe shared, are left as they are)."""
@@ -201,8 +197,9 @@ class LocalParticipant:
         centers: its ``reads``) for ``centers`` and its declared ``params``, each of the shape
         the statistic declares.
 
-        Refused unless an algorithm the policy allows asks it; when the params are not the
-        declared ones (checked again here: undeclared, missing or out of range); when its
+        Refused unless an algorithm the policy allows asks it; when the params or the
+        centers' shape are not the declared ones (checked again here: undeclared, missing or
+        out of range parameters, a fixed number of centers); when its
         privacy rule on the declaration gives a reason (e.g. exact FCM's size rule, §4 of
         Corcuera Bárcena et al., on the lower edge of the declared row bucket: N >= that
         edge, so the paper's rule on N holds whenever this one does).
@@ -214,14 +211,15 @@ class LocalParticipant:
                 self.policy.require(askers[0])  # its refusal names the policy's algorithms
             raise RefusedError(f"no registered algorithm asks a {name!r} statistic: refused.")
         given = dict(params or {})
-        try:
-            spec.check_params(given)
-        except ValueError as exc:
-            raise RefusedError(f"{exc}: refused.") from None
         C = np.asarray(centers, dtype=np.float64)
         if C.ndim < 2 or not np.all(np.isfinite(C)) or C.shape[-1] != self.n_features:
             raise RefusedError(f"a {name!r} statistic needs finite centers of width "
                                f"{self.n_features}.")
+        try:
+            spec.check_params(given)
+            spec.check_centers(C.shape)
+        except ValueError as exc:
+            raise RefusedError(f"{exc}: refused.") from None
         rule = spec.refusal()
         reason = None if rule is None else rule(self.declaration, C.shape, self.n_features)
         if reason is not None:
@@ -274,10 +272,6 @@ def reply_to(computations: Any, spec: msg.TaskSpec) -> msg.Reply:
         reply: msg.Reply = computations.model_tasks.answer(spec)
         return reply
     match spec:
-        case msg.MomentSumsTask(shift=shift):
-            return msg.MomentSumsReply.of(
-                computations.moment_sums(None if shift is None else shift.to_numpy())
-            )
         case msg.ApplyStandardisationTask(mean=mean, scale=scale):
             computations.apply_standardisation(mean.to_numpy(), scale.to_numpy())
             return msg.AckReply()

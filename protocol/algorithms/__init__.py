@@ -43,14 +43,15 @@ __all__ = [
 Family = Literal["sweep", "model"]
 
 #: The tasks every sweep job may send besides its algorithm's own: the declaration, the
-#: count, standardisation, the local-only choice of K and the statistics of
+#: count, applying standardisation, the local-only choice of K and the statistics of
 #: :data:`SWEEP_STATISTICS`.
 SWEEP_TASKS: Final = frozenset(
-    {"declare", "report_count", "moment_sums", "apply_standardisation", "local_k", "statistic"}
+    {"declare", "report_count", "apply_standardisation", "local_k", "statistic"}
 )
-#: The statistics every sweep job asks of each K's centers: FedFuzzDB's sums and the
-#: simplified silhouette.
-SWEEP_STATISTICS: Final = frozenset({"fuzzy_db_sums", "silhouette_sums"})
+#: The statistics every sweep job may ask: the moment sums (standardisation, the initial
+#: box, ΣN of those present after a dropout) and, of each K's centers, FedFuzzDB's sums and
+#: the simplified silhouette.
+SWEEP_STATISTICS: Final = frozenset({"moment_sums", "fuzzy_db_sums", "silhouette_sums"})
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,8 @@ class StatisticSpec:
             ``f(declaration, centers' shape, D) -> reason | None``
             (``protocol.maths.declaration.Declaration``): a participant refuses the task when
             it gives a reason; None: no such rule.
+        points: the shape of its centers but the last axis (D), when it takes a fixed number
+            (``moment_sums``: (1,), one public point); None: any (:meth:`check_centers`).
     """
 
     name: str
@@ -229,6 +232,7 @@ class StatisticSpec:
     params: Mapping[str, Param] = field(default_factory=dict)
     refusal_path: str | None = None
     reads: Literal["rows", "held"] = "rows"
+    points: tuple[int, ...] | None = None
 
     def compute(self) -> Callable[..., Any]:
         """What a participant computes, imported on first use."""
@@ -237,6 +241,12 @@ class StatisticSpec:
     def refusal(self) -> Callable[..., str | None] | None:
         """Its privacy rule (``refusal_path``), imported on first use; None: it has none."""
         return None if self.refusal_path is None else _load(self.refusal_path)
+
+    def check_centers(self, shape: tuple[int, ...]) -> None:
+        """ValueError for centers of a shape it does not take (:attr:`points`)."""
+        if self.points is not None and tuple(shape[:-1]) != self.points:
+            raise ValueError(f"statistic {self.name!r} takes centers of shape "
+                             f"{(*self.points, 'D')}; got {tuple(shape)}")
 
     def check_params(self, given: Mapping[str, float]) -> None:
         """ValueError for a parameter it does not declare, a required one missing or one

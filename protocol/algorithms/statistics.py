@@ -15,6 +15,18 @@ from fedclust.protocol.algorithms import Param, StatisticSpec
 __all__ = ["STATISTICS"]
 
 
+def _moment_shapes(n_features: int, centers: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
+    return {"sum": (n_features,), "sum_sq": (n_features,)}
+
+
+def _moment_bounds(
+    n_features: int, centers: tuple[int, ...], max_rows: int, value_bound: float,
+    params: Mapping[str, float],
+) -> dict[str, float]:
+    # |x − s| <= 3B: |x| <= B and the point s, a center, within [−2B, 2B]
+    return {"sum": 3.0 * max_rows * value_bound, "sum_sq": 9.0 * max_rows * value_bound**2}
+
+
 def _silhouette_shapes(n_features: int, centers: tuple[int, ...]) -> dict[str, tuple[int, ...]]:
     return {"total": (1,)}
 
@@ -90,6 +102,12 @@ def _center_sums_bounds(
 _WEIGHT_BOUND = Param(gt=0.0, required=False)
 
 STATISTICS = (
+    # Standardisation (protocol.maths.standardise): Σ(x − s) and Σ(x − s)² per column about
+    # one public point s.
+    StatisticSpec(
+        name="moment_sums", shapes=_moment_shapes, bounds=_moment_bounds,
+        compute_path="fedclust.protocol.maths.standardise:moment_fields", points=(1,),
+    ),
     StatisticSpec(
         name="silhouette_sums", shapes=_silhouette_shapes, bounds=_silhouette_bounds,
         compute_path="fedclust.protocol.maths.validity:silhouette_fields",

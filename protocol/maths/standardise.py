@@ -25,7 +25,9 @@ from fedclust.core.validation import FloatArray, check_data, check_int
 
 from .rows import RowSource, as_source, fold
 
-__all__ = ["MomentSums", "add_moments", "apply", "combine_moments", "participant_moments"]
+__all__ = [
+    "MomentSums", "add_moments", "apply", "combine_moments", "moment_fields", "participant_moments",
+]
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -80,6 +82,14 @@ def participant_moments(
     s = np.zeros(D) if shift is None else _vector(shift, name="shift", n_features=D)
     s1, s2 = fold(rows, lambda xb, _: moments_block(xb, s))
     return MomentSums(sum=s1, sum_sq=s2, shift=s.copy())
+
+
+def moment_fields(rows: RowSource, centers: FloatArray) -> dict[str, FloatArray]:
+    """The ``moment_sums`` statistic (``protocol.algorithms.statistics``): S1 = Σ(x − s) and
+    S2 = Σ(x − s)² per column about its one public point s = ``centers[0]`` (centers of
+    shape (1, D))."""
+    moments = participant_moments(rows, shift=centers[0])
+    return {"sum": moments.sum, "sum_sq": moments.sum_sq}
 
 
 def add_moments(sums: Sequence[MomentSums]) -> MomentSums:

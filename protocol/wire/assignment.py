@@ -51,7 +51,7 @@ class ParticipantResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     m: float = Field(gt=1.0, le=100.0, description="The job's fuzzifier (memberships).")
     result: ResultDocument

@@ -11,10 +11,10 @@ asks, and its refusal depends on the job and its own declaration
   ``coordinator.secure_sum``). The coordinator evaluates it at the job's N and B (the largest
   declared, or the job's overrides); a participant at its own declared R and B it is the
   smallest bound its own values can need, so a bound below that is refused before anything
-  is computed. The table assumes |x − shift| <= 2B (a shift within [−B, B]) and distances at
-  most 3B·√D (centers within [−2B, 2B] per coordinate, as the initial box mean ± √3·std of
-  data in [−B, B] is); :func:`task_value_bound` is the smallest B for which a task meets
-  those assumptions.
+  is computed. The table assumes centers (the moment sums' public point too) within
+  [−2B, 2B] per coordinate, as the initial box mean ± √3·std of data in [−B, B] is: so
+  |x − c| <= 3B and distances are at most 3B·√D; :func:`task_value_bound` is the smallest
+  B for which a task meets those assumptions.
 - **Standardised values** (:func:`standardised_bound`): z = (x − mean_d)/scale_d of a raw
   |x| <= B has |z| <= max_d (B + |mean_d|)/scale_d.
 """
@@ -75,11 +75,8 @@ def standardised_bound(value_bound: float, mean: ArrayLike, scale: ArrayLike) ->
 
 def task_value_bound(statistic: msg.TaskSpec, value_bound: float) -> float:
     """The smallest B >= ``value_bound`` under which ``statistic`` meets the table's
-    assumptions: max(B, max_d |shift_d|, max |c| / 2 over its centers' coordinates)."""
+    assumptions: max(B, max |c| / 2 over its centers' coordinates)."""
     bound = value_bound
-    shift = getattr(statistic, "shift", None)
-    if isinstance(shift, msg.WireArray):
-        bound = max(bound, float(np.max(np.abs(shift.to_numpy()), initial=0.0)))
     centers = getattr(statistic, "centers", None)
     if isinstance(centers, msg.WireArray):
         bound = max(bound, float(np.max(np.abs(centers.to_numpy()), initial=0.0)) / 2)
@@ -94,8 +91,6 @@ def field_bounds(
     registered statistic's as its ``StatisticSpec`` declares)."""
     N, B = float(max_rows), float(value_bound)
     match statistic:
-        case msg.MomentSumsTask():
-            return {"sum": N * 2 * B, "sum_sq": N * 4 * B * B}
         case msg.StatisticTask(name=name, centers=centers, params=params):
             declared = algorithms.statistic(name).bounds(
                 n_features, tuple(centers.shape), max_rows, value_bound, params

@@ -48,7 +48,6 @@ from fedclust.protocol import algorithms
 from fedclust.protocol.algorithms.fedcref_params import Hidden
 from fedclust.protocol.maths.declaration import Declaration
 from fedclust.protocol.maths.fedfcm import LocalCenters
-from fedclust.protocol.maths.standardise import MomentSums
 
 #: 2: the declare task carries the job's terms; a summed field declares its 64-bit words.
 #: 3: the terms carry ``feature_names`` and ``init``; fed-distill's training tasks their
@@ -56,8 +55,10 @@ from fedclust.protocol.maths.standardise import MomentSums
 #: 4: built-in sum-type statistics travel as the generic ``statistic`` task with declared
 #: ``params`` (a :class:`StatisticTask` and :class:`StatisticReply`), not one class each;
 #: ``distill_soft`` names the group it is summed in (``members``).
+#: 5: the moment sums are the ``moment_sums`` statistic about one public point (no shift
+#: echoed back).
 #: Jobs stored by a coordinator of an earlier version do not resume under this one.
-PROTOCOL_VERSION: Final = 4
+PROTOCOL_VERSION: Final = 5
 #: The most values a job's ``init`` (its K initial centers) holds.
 MAX_INIT_VALUES: Final = 1_000_000
 #: Largest request body a service reads (the largest array, base64, fits with room to spare).
@@ -134,13 +135,6 @@ class _Document(BaseModel):
 
 
 # -- tasks: coordinator → participant -------------------------------------------------------
-class MomentSumsTask(_Strict):
-    """Σ(x − shift) and Σ(x − shift)² per column (federated standardisation)."""
-
-    kind: Literal["moment_sums"] = "moment_sums"
-    shift: WireArray | None = None
-
-
 class ApplyStandardisationTask(_Strict):
     """Replace the local rows by (x − mean) / scale for the rest of the job."""
 
@@ -251,7 +245,9 @@ class StatisticTask(_Strict):
 
     @model_validator(mode="after")
     def _declared(self) -> StatisticTask:
-        algorithms.statistic(self.name).check_params(self.params)
+        spec = algorithms.statistic(self.name)
+        spec.check_params(self.params)
+        spec.check_centers(tuple(self.centers.shape))
         return self
 
     @classmethod
@@ -397,8 +393,7 @@ Base64 = Annotated[str, Field(max_length=2048, pattern=r"^[A-Za-z0-9+/]*={0,2}$"
 
 #: The statistics a secure sum can carry: every task whose reply is a sum over rows.
 SumTaskSpec = Annotated[
-    MomentSumsTask
-    | StatisticTask
+    StatisticTask
     | DistillSoftTask
     | FedCRefFedavgTask,
     Field(discriminator="kind"),
@@ -526,8 +521,7 @@ class PaillierInputTask(_Strict):
     max_parties: int = Field(ge=3, le=1_000_000)
 
 TaskSpec = Annotated[
-    MomentSumsTask
-    | ApplyStandardisationTask
+    ApplyStandardisationTask
     | ReportCountTask
     | DeclareTask
     | LocalFcmTask
@@ -560,7 +554,7 @@ TaskSpec = Annotated[
 class Task(_Strict):
     """One unit of work for one participant; ``task_id`` counts that participant's tasks."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     algorithm: AnyAlgorithm
@@ -568,22 +562,6 @@ class Task(_Strict):
 
 
 # -- replies: participant → coordinator -------------------------------------------------------
-class MomentSumsReply(_Strict):
-    kind: Literal["moment_sums"] = "moment_sums"
-    sum: WireArray
-    sum_sq: WireArray
-    shift: WireArray
-
-    @classmethod
-    def of(cls, r: MomentSums) -> MomentSumsReply:
-        return cls(sum=WireArray.of(r.sum), sum_sq=WireArray.of(r.sum_sq),
-                   shift=WireArray.of(r.shift))
-
-    def to_result(self) -> MomentSums:
-        return MomentSums(sum=self.sum.to_numpy(), sum_sq=self.sum_sq.to_numpy(),
-                          shift=self.shift.to_numpy())
-
-
 class AckReply(_Strict):
     """Done; nothing to report (apply_standardisation, report_count)."""
 
@@ -773,8 +751,7 @@ class PaillierInputReply(_Strict):
     vectors: dict[str, EncryptedField] = Field(min_length=1, max_length=16)
 
 Reply = Annotated[
-    MomentSumsReply
-    | AckReply
+    AckReply
     | DeclarationReply
     | LocalFcmReply
     | KfedCentersReply
@@ -798,7 +775,6 @@ Reply = Annotated[
 
 #: The reply kind each task kind expects (a refusal is always allowed).
 REPLY_KIND: Final[dict[str, str]] = {
-    "moment_sums": "moment_sums",
     "apply_standardisation": "ack",
     "report_count": "ack",
     "declare": "declaration",
@@ -831,7 +807,7 @@ REPLY_KIND: Final[dict[str, str]] = {
 class Contribution(_Strict):
     """A participant's answer to one task."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     task_id: WireInt
     reply: Reply
@@ -845,7 +821,7 @@ class CountReport(_Strict):
     releases a total over a roster outside it, so a coordinator cannot count it among
     members it did not admit."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     count: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -854,7 +830,7 @@ class CountReport(_Strict):
 class CountRoster(_Strict):
     """The coordinator tells the counting service which participants take part in a job."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     participants: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -874,7 +850,7 @@ class PaillierContribution(_Strict):
     job is not within it (none given: nothing is), and the round is decrypted only over
     contributors within every contributor's admitted roster."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     roster: list[Identifier] = Field(default_factory=list, max_length=10_000)
@@ -887,7 +863,7 @@ class CohortNotice(_Strict):
     released, and refuses it (409) when, with the cohorts released before, it would make a
     statistic of fewer than the minimum cohort derivable."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     cohort: list[Identifier] = Field(min_length=1, max_length=10_000)
 
@@ -901,7 +877,7 @@ class UnmaskView(_Strict):
     survivors also pass the differencing guard as a released cohort, as a
     :class:`CohortNotice` does."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     setup: int = Field(ge=1, le=MAX_WIRE_INT)
     round: int = Field(ge=1, le=MAX_WIRE_INT)
@@ -916,7 +892,7 @@ class PaillierDecryptRequest(_Strict):
     round, at least the minimum cohort; every field's ``n_contributions`` must match them.
     """
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     job_id: Identifier
     round: int = Field(ge=1, le=MAX_WIRE_INT)
     contributors: list[Identifier] = Field(min_length=1, max_length=10_000)
@@ -1323,7 +1299,7 @@ class ResultDocument(_Strict):
 class Enrolment(_Strict):
     """A participant agent announces itself: its schema width and what its policy allows."""
 
-    protocol_version: Literal[4] = PROTOCOL_VERSION
+    protocol_version: Literal[5] = PROTOCOL_VERSION
     n_features: int = Field(ge=1, le=100_000)
     allowed_algorithms: list[AnyAlgorithm] = Field(min_length=1)
     agent_version: str = Field(default="", max_length=64)
@@ -1368,8 +1344,6 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
     """Name and shape of every summed field of the reply to ``spec`` (all float64)."""
     D = n_features
     match spec:
-        case MomentSumsTask():
-            return {"sum": (D,), "sum_sq": (D,)}
         case StatisticTask():
             return algorithms.statistic(spec.name).shapes(D, tuple(spec.centers.shape))
         case DistillSoftTask():
@@ -1382,8 +1356,6 @@ def sum_fields(spec: SumTaskSpec, n_features: int) -> dict[str, tuple[int, ...]]
 def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
     """The summed fields of a sum-type reply as float64 arrays (see :func:`sum_fields`)."""
     match reply:
-        case MomentSumsReply():
-            return {"sum": reply.sum.to_numpy(), "sum_sq": reply.sum_sq.to_numpy()}
         case StatisticReply():
             return {name: value.to_numpy() for name, value in reply.fields.items()}
         case DistillSoftReply():
@@ -1396,15 +1368,10 @@ def summands(reply: Reply) -> dict[str, NDArray[np.float64]]:
     raise ValueError(f"a {reply.kind!r} reply is not a sum over rows")
 
 
-def reply_of_sums(
-    spec: SumTaskSpec, sums: dict[str, NDArray[np.float64]], n_features: int
-) -> Reply:
+def reply_of_sums(spec: SumTaskSpec, sums: dict[str, NDArray[np.float64]]) -> Reply:
     """The reply to ``spec`` whose summed fields are ``sums`` (an aggregate over parties)."""
     w = {name: WireArray.of(value) for name, value in sums.items()}
     match spec:
-        case MomentSumsTask():
-            shift = WireArray.of(np.zeros(n_features)) if spec.shift is None else spec.shift
-            return MomentSumsReply(sum=w["sum"], sum_sq=w["sum_sq"], shift=shift)
         case StatisticTask():
             return StatisticReply(fields=w)
         case DistillSoftTask():
@@ -1452,8 +1419,6 @@ def check_reply(spec: TaskSpec, reply: Reply, n_features: int) -> None:
     K = shape[0] if shape else 0  # only read for replies to tasks that carry centers
     want: dict[str, tuple[int, ...]]
     match reply:
-        case MomentSumsReply():
-            want = {"sum": (D,), "sum_sq": (D,), "shift": (D,)}
         case LocalFcmReply():
             want = {"centers": (K, D), "weights": (K,)}
         case KfedCentersReply():

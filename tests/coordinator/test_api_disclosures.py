@@ -90,8 +90,8 @@ def test_disclosures_of_a_small_job(
         assert {f.protection for f in sums.fields} == {"plain"}
         moments = by_key[(name, "moment_sums")]
         assert {f.name: f.shapes for f in moments.fields} == {
-            "shift": [(2,)], "sum": [(2,)], "sum_sq": [(2,)]
-        }
+            "fields.sum": [(2,)], "fields.sum_sq": [(2,)]
+        }  # nothing but the two sums, not even the shift back
         count = by_key[(name, "report_count")]
         assert (count.reply_kind, count.fields) == ("ack", [])  # N_l went elsewhere
     notes = " ".join(ledger.notes)

@@ -175,8 +175,9 @@ DROPS = {
 
 
 def _what(spec: msg.TaskSpec) -> tuple[str, str | None]:
-    """The kind of a task and, for a masked input, of the statistic summed."""
-    return spec.kind, spec.statistic.kind if isinstance(spec, msg.SecureInputTask) else None
+    """What a task computes (``msg.task_name``) and, for a masked input, the statistic summed."""
+    summed = msg.task_name(spec.statistic) if isinstance(spec, msg.SecureInputTask) else None
+    return msg.task_name(spec), summed
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -243,7 +244,7 @@ def test_observed_summation_times_sums_and_counts_dropouts() -> None:
     inner = _FakeSummation()
     observed = ObservedSummation(inner, metrics, "masking")
     observed.set_bounds(max_rows=10, value_bound=2.0)
-    statistic = msg.MomentSumsTask()
+    statistic = msg.StatisticTask.of("moment_sums", np.zeros((1, 3)))
     total, summed = observed.sum([_Named("a"), _Named("b"), _Named("c")], statistic, str)
     assert (total, summed) == ("total", ("a", "b"))
     assert observed.notes is inner.notes and inner.notes == ["bounds 10 2.0"]

@@ -34,6 +34,7 @@ class LoopbackChannel:
         self._algorithm = algorithm
         self._next: dict[str, int] = {}
         self.received: list[str] = []  # contribution bodies, as the coordinator receives them
+        self.asked: list[str] = []  # what each task computed (msg.task_name)
 
     def ask(self, participant: str, spec: msg.TaskSpec) -> msg.Reply:
         task_id = self._next.get(participant, 0)
@@ -43,6 +44,7 @@ class LoopbackChannel:
         reply = execute(self._locals[participant], wire_task)
         body = msg.Contribution(job_id="job-1", task_id=task_id, reply=reply).model_dump_json()
         self.received.append(body)
+        self.asked.append(msg.task_name(spec))
         contribution = msg.Contribution.model_validate_json(body)
         msg.check_reply(spec, contribution.reply, self._locals[participant].n_features)
         return contribution.reply
@@ -113,7 +115,8 @@ def test_no_body_reaching_the_coordinator_carries_an_n_l() -> None:
     assert doc.k_selected == 5
     bodies = [json.loads(b) for b in channel.received]
     kinds = {b["reply"]["kind"] for b in bodies}
-    assert {"moment_sums", "statistic", "ack"} <= kinds
+    assert {"statistic", "ack"} <= kinds
+    assert {"moment_sums", "fuzzy_db_sums", "silhouette_sums"} <= set(channel.asked)
     for body in bodies:
         assert not _keys(body) & {"count", "counts", "n", "n_samples", "size"}
         assert not set(_ints(body)) & set(sizes), body["reply"]["kind"]

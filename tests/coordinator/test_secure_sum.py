@@ -509,18 +509,20 @@ def test_field_encodings_widen_the_ring_instead_of_dropping_resolution() -> None
     # Resolution 2^-40 in every field; a field takes the fewest words that hold
     # n·bound·2^40 <= 2^(64w-3): one word up to n·bound = 2^21 (the encoding every field had
     # before), and the issue's scale (values to 1e12, 10^7 rows, 1,000 participants) in three.
+    # The moment sums' bounds are N·3B and N·9B².
     def words(n_parties: int, max_rows: int, value_bound: float) -> dict[str, int]:
         return {
             e.name: e.words
             for e in field_encodings(
-                msg.MomentSumsTask(), n_features=3, n_parties=n_parties, max_rows=max_rows,
-                value_bound=value_bound,
+                msg.StatisticTask.of("moment_sums", np.zeros((1, 3))), n_features=3,
+                n_parties=n_parties, max_rows=max_rows, value_bound=value_bound,
             )
         }
 
-    assert words(4, 2**10, 2**8) == {"sum": 1, "sum_sq": 2}  # 2^21 and 2^30
-    assert words(4, 2**9, 2**40) == {"sum": 2, "sum_sq": 3}  # 2^52 and 2^93
-    assert words(1000, 10**7, 1e12) == {"sum": 2, "sum_sq": 3}  # ~2^64 and ~2^116
+    assert words(4, 2**9, 2**8) == {"sum": 1, "sum_sq": 2}  # 3·2^19 and 9·2^27
+    assert words(4, 2**10, 2**8) == {"sum": 2, "sum_sq": 2}  # 3·2^20 > 2^21
+    assert words(4, 2**9, 2**40) == {"sum": 2, "sum_sq": 3}  # 3·2^51 and 9·2^91
+    assert words(1000, 10**7, 1e12) == {"sum": 2, "sum_sq": 3}  # ~2^74 and ~2^116
     with pytest.raises(ValueError, match=r"'sum_sq'.*widest secure sum \(16 words\)"):
         words(3, 2**20, 1e150)
 
@@ -551,13 +553,16 @@ def test_a_masked_sum_in_natural_units_is_exact_to_the_resolution() -> None:
     summation = MaskedSummation(
         JOB, {k: v.public_bytes() for k, v in keys.items()}, max_rows=64, value_bound=2.0**40
     )
-    total, _ = summation.sum(members, msg.MomentSumsTask(), msg.MomentSumsReply)
+    origin = np.zeros((1, 3))
+    total, _ = summation.sum(
+        members, msg.StatisticTask.of("moment_sums", origin), msg.StatisticReply
+    )
     for member in members:
         (masked,) = [r for r in member.sent if isinstance(r, msg.MaskedInputReply)]
         assert masked.vectors["sum"].shape == (3, 2)
         assert masked.vectors["sum_sq"].shape == (3, 3)
-    plain = [p.moment_sums() for p in locals_]
+    plain = [p.statistic("moment_sums", origin) for p in locals_]
     for name in ("sum", "sum_sq"):
-        exact = sum(getattr(m, name) for m in plain)
-        got = getattr(total.to_result(), name)
+        exact = sum(m[name] for m in plain)
+        got = total.fields[name].to_numpy()
         np.testing.assert_allclose(got, exact, rtol=2**-52, atol=3 * 2.0**-41)

@@ -7,8 +7,10 @@ import pytest
 from numpy.typing import ArrayLike, NDArray
 
 from fedclust.coordinator.standardise import standardise_federation
+from fedclust.core.validation import FloatArray
 from fedclust.participant.local import LocalParticipant, reply_to
 from fedclust.protocol.maths import standardise
+from fedclust.protocol.maths.rows import as_rows
 from fedclust.protocol.wire import messages as msg
 
 
@@ -22,11 +24,14 @@ class Recorder:
         self.name = name
         self.X = X
         self.n_features = X.shape[1]
-        self.shifts: list[ArrayLike | None] = []
+        self.shifts: list[FloatArray] = []
 
-    def moment_sums(self, shift: ArrayLike | None = None) -> standardise.MomentSums:
-        self.shifts.append(shift)
-        return standardise.participant_moments(self.X, shift=shift)
+    def statistic(
+        self, name: str, centers: FloatArray, params: dict[str, float]
+    ) -> dict[str, FloatArray]:
+        assert (name, params) == ("moment_sums", {})
+        self.shifts.append(centers[0])
+        return standardise.moment_fields(as_rows(self.X), centers)
 
     def apply_standardisation(self, mean: ArrayLike, scale: ArrayLike) -> None:
         self.X = standardise.apply(self.X, mean, scale)
@@ -67,11 +72,9 @@ def test_two_rounds_then_apply() -> None:
     pooled_std = np.vstack([p.X for p in ps]).std(axis=0)
     counter = Counter(150)
     mean, scale = standardise_federation(ps, counter)
-    assert all(len(p.shifts) == 2 and p.shifts[0] is None for p in ps)
+    assert all(len(p.shifts) == 2 and not p.shifts[0].any() for p in ps)  # about 0 first
     assert counter.calls == 1  # ΣN_l asked once, used by both rounds
-    second = ps[0].shifts[1]
-    assert second is not None
-    np.testing.assert_allclose(np.asarray(second), mean, rtol=1e-12)
+    np.testing.assert_allclose(ps[0].shifts[1], mean, rtol=1e-12)
     np.testing.assert_allclose(scale, pooled_std, rtol=1e-6)  # data carry ~8 digits of spread
     z = np.vstack([p.X for p in ps])
     # The mean is a float near 1e8, exact only to half an ulp (7.5e-9), so z-means are too.

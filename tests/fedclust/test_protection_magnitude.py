@@ -65,14 +65,15 @@ def assert_same_per_column(plain: SimulationReport, protected: SimulationReport)
 
 def test_the_data_need_more_than_one_word() -> None:
     # What makes this the case: values to ~1.6e12 (declared bound 2^41) in buckets of
-    # 256 rows; the raw Σx² is bounded by 4 · 256 · 4 · 2^82 = 2^94, beyond the 2^61 where a
-    # single word stopped: it takes three words.
+    # 256 rows; the raw Σ(x − s)² is bounded by 4 · 256 · 9 · 2^82 < 2^97, beyond the 2^61
+    # where a single word stopped: with the 2^40 resolution it takes three words.
     fed = natural_units()
     largest = max(float(np.abs(part).max()) for part in fed.parts)
     rows = max(len(part) for part in fed.parts)
     assert (value_bucket(largest), row_bucket(rows)) == (2.0**41, 256)
     encoding = field_encodings(
-        msg.MomentSumsTask(), n_features=3, n_parties=4, max_rows=256, value_bound=2.0**41
+        msg.StatisticTask.of("moment_sums", np.zeros((1, 3))), n_features=3, n_parties=4,
+        max_rows=256, value_bound=2.0**41,
     )
     assert {e.name: e.words for e in encoding} == {"sum": 2, "sum_sq": 3}
 

@@ -342,8 +342,8 @@ def all_kinds() -> list[msg.Task]:
     """One task of every kind, each algorithm's in its own declared job (ffcm's in JOB)."""
     specs: list[tuple[Any, msg.Algorithm]] = [
         (msg.ReportCountTask(), "ffcm"),
-        (msg.MomentSumsTask(), "ffcm"),
-        (msg.MomentSumsTask(shift=wire([1.0, 1.0])), "ffcm"),
+        (msg.StatisticTask.of("moment_sums", np.zeros((1, 2))), "ffcm"),
+        (msg.StatisticTask.of("moment_sums", np.ones((1, 2))), "ffcm"),
         (msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0), "ffcm"),
         (msg.LocalFcmTask(centers=CENTERS, m=2.0, tol=1e-6, max_iter=50), "fedfcm-avg"),
         (msg.StatisticTask(name="fuzzy_db_sums", centers=CENTERS, params={"m": 2.0, "q": 2.0}),
@@ -445,7 +445,7 @@ def test_the_count_goes_only_to_the_counting_service(
 ) -> None:
     tasks = declared([
         task(0, msg.ReportCountTask()),
-        task(1, msg.MomentSumsTask()),
+        task(1, msg.StatisticTask.of("moment_sums", np.zeros((1, 2)))),
         task(2, msg.StatisticTask.of("fcm_sums", CENTERS, m=2.0)),
         task(3, msg.HoldKmeansInitTask(k=2, seed=1), "fkm", job="job-fkm"),
         task(4, msg.StatisticTask.of("center_sums", np.array([[[0.0, 0.0], [3.0, 3.0]]])),

@@ -234,9 +234,9 @@ FAR = fuzzy_db([[40.0, 0.0], [-40.0, 40.0]])
 @pytest.mark.parametrize(
     ("statistic", "value_bound", "refused"),
     [
-        # a shift beyond B: |x − s| <= B + |s|, so the floor is the table at B = |s|
-        (msg.MomentSumsTask(shift=wire([20.0, 0.0])), B, True),
-        (msg.MomentSumsTask(shift=wire([20.0, 0.0])), 20.0, False),
+        # the moment sums' point beyond 2B: |x − s| <= B + |s| <= 3·|s|/2 per coordinate
+        (msg.StatisticTask.of("moment_sums", wire([[40.0, 0.0]])), B, True),
+        (msg.StatisticTask.of("moment_sums", wire([[40.0, 0.0]])), 20.0, False),
         # centers beyond 2B: distances <= B + |c| <= 3·|c|/2 per coordinate
         (FAR, B, True),
         (FAR, 20.0, False),
@@ -247,9 +247,9 @@ FAR = fuzzy_db([[40.0, 0.0], [-40.0, 40.0]])
 def test_the_task_b_follows_its_shift_and_centers(
     statistic: msg.SumTaskSpec, value_bound: float, refused: bool
 ) -> None:
-    """An honest coordinator's B is at least the largest declared (>= ours), its shift within
-    [−B, B] and its centers within [−2B, 2B]: the floor at max(B, |shift|, |c|/2) is never
-    above its bounds, and the values of rows true to the declaration never above the floor."""
+    """An honest coordinator's B is at least the largest declared (>= ours) and its centers
+    (the moment sums' point too) within [−2B, 2B]: the floor at max(B, |c|/2) is never above
+    its bounds, and the values of rows true to the declaration never above the floor."""
     spec = msg.SecureInputTask(round=1, cohort=ROSTER, statistic=statistic,
                                encoding=honest(statistic, value_bound=value_bound))
     declared_terms = terms(protection="masking")
@@ -329,7 +329,7 @@ def test_after_a_fatal_over_bound_refusal_every_task_of_the_job_is_refused(
     fake = run(config, [
         declare(protection="paillier"),
         paillier_input(service, 1, honest()),
-        task(2, msg.MomentSumsTask()),
+        task(2, msg.StatisticTask.of("moment_sums", wire([[0.0, 0.0]]))),
     ], service)
     first = [c.reply for c in fake.contributions]
     assert isinstance(first[1], msg.RefusalReply) and first[1].fatal

@@ -72,6 +72,17 @@ def test_a_statistic_with_other_params_than_declared_is_refused(
         part.statistic("fuzzy_db_sums", np.array([[0.0, 0.0], [3.0, 3.0]]), params)
 
 
+def test_the_moment_sums_about_a_point_are_the_shifted_sums_or_refused() -> None:
+    X = blobs()
+    part = LocalParticipant(X, name="a")
+    point = np.array([[1.0, -2.0]])
+    fields = part.statistic("moment_sums", point)
+    np.testing.assert_allclose(fields["sum"], (X - point).sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(fields["sum_sq"], ((X - point) ** 2).sum(axis=0), rtol=1e-12)
+    with pytest.raises(RefusedError, match=r"takes centers of shape \(1, 'D'\)"):
+        part.statistic("moment_sums", np.vstack([point, point]))
+
+
 def test_non_finite_data_is_refused_at_enrolment() -> None:
     X = blobs()
     X[3, 1] = np.inf

@@ -255,7 +255,11 @@ def _soft(*group: str) -> msg.DistillSoftTask:
         ({"standardise": False}, "ffcm",
          msg.ApplyStandardisationTask(mean=_wire((2,)), scale=_wire((2,))),
          "does not standardise"),
-        ({"standardise": False}, "ffcm", msg.MomentSumsTask(), None),  # the initial box
+        ({"standardise": False}, "ffcm", msg.StatisticTask.of("moment_sums", _wire((1, 2))),
+         None),  # the initial box
+        ({}, "ffcm", msg.StatisticTask.of("moment_sums", _wire((1, 2))), None),
+        (dict(FEDCREF), "fedcref", msg.StatisticTask.of("moment_sums", _wire((1, 2))),
+         "sends no 'statistic' task"),
         (dict(FEDCREF), "fedcref",
          msg.FedCRefFedavgTask(n_params=1, members={p: [0] for p in ROSTER},
                                seeds={p: 0 for p in ROSTER}, epochs=1),
@@ -287,7 +291,7 @@ def _soft(*group: str) -> msg.DistillSoftTask:
          "other-algorithm", "other-kind", "k-outside", "dennis-not-kfed-kind",
          "kfed-not-dennis-kind", "dennis-k-outside", "dennis-k-inside", "centers-outside",
          "no-standardise",
-         "moments-for-the-box",
+         "moments-for-the-box", "moments-in-a-sweep-job", "moments-in-a-model-job",
          "fedavg-bare-group", "fedavg-small-group", "fedavg-invented-member",
          "soft-bare-group", "soft-small-group", "soft-invented-member", "soft-other-public",
          "counts-other-classes", "train-other-classifier", "counts-as-declared"],
@@ -304,7 +308,7 @@ def test_require_task(
 
 
 def test_sum_kinds_are_the_statistics_a_secure_sum_carries() -> None:
-    assert {"moment_sums", "statistic", "distill_soft", "fedcref_fedavg"} == SUM_KINDS
+    assert {"statistic", "distill_soft", "fedcref_fedavg"} == SUM_KINDS
 
 
 def test_policy_require_protection_names_the_protection_and_the_policy() -> None:

@@ -157,7 +157,7 @@ def test_no_reply_model_has_a_field_for_a_row_count() -> None:
     # By construction: N_l goes to the counting service in a CountReport, never in a reply.
     union, _ = get_args(msg.Reply)  # Annotated[Union[...], discriminator]
     replies: tuple[type[BaseModel], ...] = get_args(union)
-    assert len(replies) == 20
+    assert len(replies) == 19
     for model in replies:
         fields = set(model.model_fields)
         if model is msg.DeclarationReply:
@@ -190,6 +190,13 @@ def test_a_statistic_task_takes_exactly_its_declared_params() -> None:
             f'{{"name": "silhouette_sums", "centers": {centers.model_dump_json()}, '
             '"params": {"m": NaN}}'
         )
+
+
+@pytest.mark.parametrize("shape", [(2, 2), (1, 1, 2), (0, 2)])
+def test_the_moment_sums_take_one_public_point(shape: tuple[int, ...]) -> None:
+    msg.StatisticTask.of("moment_sums", np.zeros((1, 2)))
+    with pytest.raises(ValidationError, match=r"'moment_sums' takes centers of shape \(1, 'D'\)"):
+        msg.StatisticTask.of("moment_sums", np.zeros(shape))
 
 
 @pytest.mark.parametrize(
