@@ -1,6 +1,7 @@
 """The pydantic models the wire format and the registry's parameters models share: the
-strict base and :class:`WireArray`, the exact encoding of a numpy array; and :class:`Flag`,
-a field's command-line spelling. They sit below the
+strict base and :class:`WireArray`, the exact encoding of a numpy array; :class:`Flag`,
+a field's command-line spelling; and the string types :data:`Identifier` and
+:data:`Sha256Hex` (their rules in :mod:`core.validation`). They sit below the
 registry (``protocol.algorithms``), whose parameters models (fed-distill's public set) hold
 arrays, and ``protocol.wire.messages`` re-exports them as part of the wire format.
 """
@@ -17,11 +18,19 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fedclust.core.validation import IDENTIFIER_MAX_LENGTH, IDENTIFIER_PATTERN, SHA256_HEX_PATTERN
+
 MAX_ARRAY_ELEMENTS: Final = 10_000_000
 _DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "int64": np.dtype("<i8"),
     "uint64": np.dtype("<u8"),
 }
+#: A participant, job, organisation or certificate name (:func:`core.validation.is_identifier`).
+Identifier = Annotated[
+    str, Field(min_length=1, max_length=IDENTIFIER_MAX_LENGTH, pattern=IDENTIFIER_PATTERN)
+]
+#: A SHA-256 digest (:data:`core.validation.SHA256_HEX_PATTERN`).
+Sha256Hex = Annotated[str, Field(min_length=64, max_length=64, pattern=SHA256_HEX_PATTERN)]
 
 
 @dataclass(frozen=True)

@@ -3,16 +3,39 @@
 Public functions validate their inputs once with these helpers; internal helpers trust
 their inputs. Messages name the argument and the expected form, and give the offending
 value's type or shape, never data values (statistics must not be echoed).
+
+The string rules every layer shares are written here once: an identifier and a SHA-256 hex
+digest (their pydantic types are in :mod:`core.models`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final, TypeGuard
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
+
+#: An identifier (a participant, job, organisation or certificate name): at most
+#: IDENTIFIER_MAX_LENGTH characters matching IDENTIFIER_PATTERN, as IDENTIFIER_TEXT says.
+IDENTIFIER_PATTERN: Final = r"^[A-Za-z0-9_.-]+$"
+IDENTIFIER_MAX_LENGTH: Final = 64
+IDENTIFIER_TEXT: Final = (
+    f"1-{IDENTIFIER_MAX_LENGTH} characters of letters, digits, '_', '.' or '-'"
+)
+#: A SHA-256 digest as services write it: 64 lowercase hexadecimal digits.
+SHA256_HEX_PATTERN: Final = r"^[0-9a-f]{64}$"
+_IDENTIFIER: Final = re.compile(IDENTIFIER_PATTERN)
+
+
+def is_identifier(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is an identifier (a string; a trailing newline is refused too)."""
+    return (
+        isinstance(value, str) and len(value) <= IDENTIFIER_MAX_LENGTH
+        and _IDENTIFIER.fullmatch(value) is not None
+    )
 
 
 def check_data(X: ArrayLike, *, name: str = "X", min_samples: int = 1) -> FloatArray:

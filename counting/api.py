@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
@@ -50,6 +50,7 @@ from fedclust.counting.keyholder import (
 from fedclust.counting.members import Members
 from fedclust.counting.settings import CountingSettings
 from fedclust.crypto.tokens import identify
+from fedclust.infra.app import identifier_path
 from fedclust.infra.auth import ParticipantIdentity, bound_caller
 from fedclust.infra.body_limit import RouteLimit
 from fedclust.infra.tls import TlsSettings
@@ -199,9 +200,7 @@ Coordinator = Annotated[CoordinatorIdentity, Depends(require_coordinator)]
 
 Participant = Annotated[ParticipantIdentity, Depends(require_participant)]
 
-JobId = Annotated[
-    str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="job id")
-]
+JobId = Annotated[str, identifier_path("job id")]
 
 _AUTH_ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorDetail, "description": "missing or unknown bearer token"},
@@ -576,10 +575,7 @@ def paillier_decrypt(
     return decryption
 
 
-ParticipantId = Annotated[
-    str,
-    Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="participant id"),
-]
+ParticipantId = Annotated[str, identifier_path("participant id")]
 
 
 @router.put(

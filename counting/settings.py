@@ -41,10 +41,9 @@ __all__ = ["CountingFile", "CountingSettings", "CountingTable", "ParticipantCred
 
 
 class ParticipantCredential(auth.ParticipantCredential):
-    """A participant allowed to report counts: its id and the SHA-256 of its token; errors
-    in the counting service's wording."""
+    """A participant allowed to report counts: its id and the SHA-256 of its token; the
+    digest named in the counting service's wording."""
 
-    ID_ERROR = "participant id must be 1-64 characters of letters, digits, '_', '.', '-'."
     DIGEST_WHERE = "token_sha256 of participant {id!r}"
 
 

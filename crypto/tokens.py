@@ -14,9 +14,11 @@ import secrets
 from collections.abc import Iterable
 from typing import TypeVar
 
+from fedclust.core.validation import SHA256_HEX_PATTERN
+
 __all__ = ["check_sha256_hex", "identify", "new_token", "token_sha256"]
 
-_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
 T = TypeVar("T")
 
 
@@ -42,7 +44,7 @@ def check_sha256_hex(value: object, *, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{where} must be a non-empty SHA-256 hex digest (64 hex digits).")
     digest = value.lower()
-    if not _SHA256_HEX.match(digest):
+    if not _SHA256_HEX.fullmatch(digest):
         raise ValueError(
             f"{where} must be a SHA-256 hex digest (64 hexadecimal digits), "
             "not a token or other text."

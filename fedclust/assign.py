@@ -20,9 +20,9 @@ import httpx
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from pydantic import TypeAdapter, ValidationError
 
 from fedclust.client import ApiError
+from fedclust.core.validation import IDENTIFIER_TEXT, is_identifier
 from fedclust.participant.agent import StateStore
 from fedclust.participant.config import ParticipantConfig, load_rows
 from fedclust.protocol.wire.assignment import (
@@ -32,7 +32,6 @@ from fedclust.protocol.wire.assignment import (
     released_centers,
     sweep_entry,
 )
-from fedclust.protocol.wire.messages import Identifier
 
 __all__ = [
     "AssignedRows",
@@ -44,7 +43,6 @@ __all__ = [
 ]
 
 _TIMEOUT: Final = 30.0
-_JOB_ID: Final = TypeAdapter(Identifier)
 
 
 def fetch_result(
@@ -57,12 +55,8 @@ def fetch_result(
         ApiError: the coordinator refused (404: no such job of this participant; 409: the
             job has not succeeded or has no centers).
     """
-    try:
-        _JOB_ID.validate_python(job_id)
-    except ValidationError:
-        raise ValueError(
-            "--job must be 1-64 characters of letters, digits, '_', '.', '-'."
-        ) from None
+    if not is_identifier(job_id):
+        raise ValueError(f"--job must be {IDENTIFIER_TEXT}.")
     with httpx.Client(
         base_url=config.coordinator_url + "/api/v1",
         headers=config.auth_headers,

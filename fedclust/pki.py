@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from fedclust.core.validation import IDENTIFIER_TEXT, is_identifier
+
 __all__ = [
     "CA_DAYS", "ISSUE_DAYS", "MIN_P12_PASSPHRASE", "IssuedFiles", "check_p12_passphrase",
     "export_p12", "init_ca", "issue",
@@ -39,7 +40,6 @@ __all__ = [
 
 CA_DAYS: Final = 3650
 ISSUE_DAYS: Final = 825
-_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _BACKDATE: Final = dt.timedelta(minutes=5)  # tolerate clocks a little behind
 #: The shortest passphrase a ``.p12`` is encrypted with.
 MIN_P12_PASSPHRASE: Final = 8
@@ -116,10 +116,10 @@ def issue(
         FileExistsError: ``out`` already holds ``NAME.pem`` or ``NAME-key.pem``.
         ValueError: a bad name, IP address or ``days``, or no readable CA in ``ca``.
     """
-    if not _NAME.match(name):
+    if not is_identifier(name):
         raise ValueError(
-            f"certificate name {name!r} must be 1-64 characters of letters, digits, '_', '.' "
-            "or '-' (a participant id or a host name)."
+            f"certificate name {name!r} must be {IDENTIFIER_TEXT} (a participant id or a host "
+            "name)."
         )
     try:
         addresses = [ipaddress.ip_address(ip) for ip in ips]

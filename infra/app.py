@@ -1,4 +1,5 @@
-"""The skeleton of both services' FastAPI apps: :func:`service_app`.
+"""The skeleton of both services' FastAPI apps: :func:`service_app`, and
+:func:`identifier_path`, their path parameters that name a participant or a job.
 
 An app at the protocol's version with its routers under :data:`API_PREFIX`; 422 naming the
 offending fields without echoing values, 405 with a complete ``Allow`` (:mod:`infra.allow`);
@@ -12,17 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry
 
+from fedclust.core.validation import IDENTIFIER_MAX_LENGTH, IDENTIFIER_PATTERN
 from fedclust.infra.allow import method_not_allowed
 from fedclust.infra.body_limit import BodySizeLimit, RouteLimit
 from fedclust.infra.observability import Check, add_observability
 from fedclust.protocol.wire.messages import MAX_BODY_BYTES, PROTOCOL_VERSION
 
-__all__ = ["API_PREFIX", "ServiceSettings", "service_app"]
+__all__ = ["API_PREFIX", "ServiceSettings", "identifier_path", "service_app"]
 
 API_PREFIX: Final = "/api/v1"
 
@@ -63,6 +65,15 @@ def service_app(
     # After the body guard: the request counter sees its refusals (401, 413) too.
     add_observability(app, registry=registry, checks=checks, metrics=settings.metrics)
     return app
+
+
+def identifier_path(description: str | None = None) -> Any:
+    """A path parameter that must be an identifier (:data:`core.models.Identifier`'s rule), as
+    ``Annotated[str, identifier_path()]``; otherwise 422."""
+    return Path(
+        min_length=1, max_length=IDENTIFIER_MAX_LENGTH, pattern=IDENTIFIER_PATTERN,
+        description=description,
+    )
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Protocol, TypeVar
@@ -20,35 +19,32 @@ from typing import Any, ClassVar, Final, Protocol, TypeVar
 from fastapi import HTTPException, status
 from pydantic import ConfigDict, with_config
 
+from fedclust.core.validation import IDENTIFIER_TEXT, is_identifier
 from fedclust.crypto.tokens import check_sha256_hex
 from fedclust.infra.body_limit import bearer_token
 from fedclust.infra.tls import TlsSettings, certificate_mismatch, certified_member
 
 __all__ = ["ParticipantCredential", "ParticipantIdentity", "Principal", "bound_caller"]
 
-_IDENTIFIER: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _CHALLENGE: Final = {"WWW-Authenticate": "Bearer"}
 
 
 @with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True)
 class ParticipantCredential:
-    """A participant allowed to enrol or report: its id (1-64 letters, digits, '_', '.', '-')
-    and the SHA-256 of its token (lowercased): a ``[[participants]]`` entry of a service's
-    config file (unknown keys refused). A subclass may word the errors otherwise
-    (:attr:`ID_ERROR`, and :attr:`DIGEST_WHERE` with ``{id!r}``)."""
+    """A participant allowed to enrol or report: its id (an identifier,
+    :func:`core.validation.is_identifier`) and the SHA-256 of its token (lowercased): a
+    ``[[participants]]`` entry of a service's config file (unknown keys refused). A subclass
+    may name the digest otherwise (:attr:`DIGEST_WHERE`, with ``{id!r}``)."""
 
-    ID_ERROR: ClassVar[str] = (
-        "participant id must be 1-64 characters of letters, digits, '_', '.' or '-'."
-    )
     DIGEST_WHERE: ClassVar[str] = "participant {id!r}: token_sha256"
 
     id: str
     token_sha256: str = field(repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not _IDENTIFIER.match(self.id):
-            raise ValueError(self.ID_ERROR)
+        if not is_identifier(self.id):
+            raise ValueError(f"participant id must be {IDENTIFIER_TEXT}.")
         where = self.DIGEST_WHERE.format(id=self.id)
         object.__setattr__(self, "token_sha256", check_sha256_hex(self.token_sha256, where=where))
 

@@ -45,13 +45,13 @@ from pydantic import (
 )
 from pydantic import dataclasses as pydantic_dataclasses
 
-from fedclust.core.validation import FloatArray, check_data
+from fedclust.core.models import Identifier
+from fedclust.core.validation import IDENTIFIER_TEXT, FloatArray, check_data, is_identifier
 from fedclust.infra.config_env import EnvSchema
 from fedclust.infra.config_toml import DATACLASS_TABLE, TABLE, ConfigFile, parse
 from fedclust.infra.tls import ClientTls, TlsSettings
 from fedclust.participant.deep.device import check_device
 from fedclust.participant.policy import (
-    PARTICIPANT_ID,
     PROTECTIONS_TEXT,
     ROSTER_MEMBERS,
     ROSTER_RULES,
@@ -59,7 +59,6 @@ from fedclust.participant.policy import (
     VALUE_BOUND_TEXT,
     MaxRounds,
     MinClusterSize,
-    ParticipantId,
     Policy,
     RosterMembers,
     RosterMinDifference,
@@ -108,7 +107,6 @@ _PARQUET_SUFFIXES = (".parquet", ".pq")
 _NON_EMPTY = Annotated[str, Field(pattern=r"\S")]
 _URL_TEXT = "an http:// or https:// URL"
 _Number = TypeVar("_Number", int, float)
-_ID_TEXT = "1-64 characters of letters, digits, '_', '.', '-'"
 
 
 def _service_url(url: str, info: ValidationInfo) -> str:
@@ -140,7 +138,7 @@ class _Table(BaseModel):
 class ParticipantTable(_Table):
     """The ``[participant]`` table; absent paths default to ``<kind>-<id>`` beside the file."""
 
-    id: ParticipantId = Field(description=_ID_TEXT)
+    id: Identifier = Field(description=IDENTIFIER_TEXT)
     coordinator_url: _URL | None = Field(default=None, description=_URL_TEXT)
     counting_url: _URL = Field(description=_URL_TEXT)
     token: _NON_EMPTY | None = Field(default=None, repr=False)
@@ -232,7 +230,7 @@ class PolicyTable(_Table):
     rosters: RosterRule = Field(
         default=_DEFAULT_POLICY.rosters, description=f"one of {', '.join(ROSTER_RULES)}"
     )
-    accepted_rosters: list[Annotated[list[ParticipantId], Field(min_length=1)]] = Field(
+    accepted_rosters: list[Annotated[list[Identifier], Field(min_length=1)]] = Field(
         default_factory=list, description="a list of non-empty lists of participant ids"
     )
     roster_min_difference: RosterMinDifference = _DEFAULT_POLICY.roster_min_difference
@@ -280,7 +278,7 @@ class ParticipantFile(ConfigFile):
         """``[peers]``: peer id -> its Ed25519 public key (base64 of 32 bytes), pinned up
         front."""
         for peer, key in peers.items():
-            if not PARTICIPANT_ID.match(peer) or not _PUBLIC_KEY.match(key):
+            if not is_identifier(peer) or not _PUBLIC_KEY.match(key):
                 raise ValueError(f"[peers] {peer!r} {_PEER_ERROR}.")
         return peers
 
@@ -340,7 +338,7 @@ class ParticipantConfig:
     :meth:`load` or directly, validated by the rules of :class:`ParticipantTable` (the id, the
     URLs) and its own: a token that is no placeholder, or else a ``[tls]`` certificate."""
 
-    id: ParticipantId
+    id: Identifier
     coordinator_url: _URL
     counting_url: _URL
     token: Annotated[_NON_EMPTY, AfterValidator(_not_placeholder)] | None = dataclasses.field(

@@ -10,7 +10,6 @@ answer a yes/no question about them.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Iterable
 from typing import Annotated, Final, Literal, Self, TypeVar, get_args
 
@@ -18,6 +17,7 @@ from pydantic import AfterValidator, ConfigDict, Field, model_validator
 from pydantic import dataclasses as pydantic_dataclasses
 
 from fedclust.core.errors import RefusedError
+from fedclust.core.models import Identifier
 from fedclust.core.validation import FloatArray
 from fedclust.protocol import algorithms
 from fedclust.protocol.maths.declaration import (
@@ -37,10 +37,6 @@ PROTECTIONS: Final[frozenset[str]] = frozenset(get_args(ProtectionScheme))
 #: The protections an agent accepts unless its organisation opts in to "none" (the papers'
 #: unprotected protocol, where each participant's statistics reach the coordinator).
 DEFAULT_PROTECTIONS: Final[frozenset[str]] = frozenset({"masking", "paillier"})
-
-#: A participant id: the ``[participant]`` id, a ``[peers]`` key, a member of a roster.
-PARTICIPANT_ID: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-ParticipantId = Annotated[str, Field(pattern=PARTICIPANT_ID.pattern)]
 
 #: What the keys of ``[policy]`` must be: :class:`Policy`'s rules, which the table
 #: (``participant.config.PolicyTable``) shares.
@@ -130,7 +126,7 @@ class Policy:
     row_bound: Annotated[int, AfterValidator(check_row_bound)] | None = None
     value_bound: Annotated[float, AfterValidator(check_value_bound)] | None = None
     rosters: RosterRule = "min_difference"
-    accepted_rosters: frozenset[Annotated[frozenset[ParticipantId], Field(min_length=1)]] = (
+    accepted_rosters: frozenset[Annotated[frozenset[Identifier], Field(min_length=1)]] = (
         frozenset()
     )
     roster_min_difference: RosterMinDifference = 3

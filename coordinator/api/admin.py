@@ -26,12 +26,17 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
 
 from cryptography.hazmat.primitives.serialization import Encoding
-from fastapi import APIRouter, HTTPException, Path, Request, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 
-from fedclust.coordinator.api.deps import Admin, Authenticator, ServicesDep, error_responses
+from fedclust.coordinator.api.deps import (
+    Admin,
+    Authenticator,
+    ParticipantId,
+    ServicesDep,
+    error_responses,
+)
 from fedclust.coordinator.counting_client import CountingError
 from fedclust.coordinator.db import AdminEventRecord, InvitationRefusedError
 from fedclust.crypto.tokens import new_token, token_sha256
@@ -49,9 +54,6 @@ __all__ = ["router"]
 
 router = APIRouter()
 _log = logging.getLogger("fedclust.coordinator")
-
-ParticipantId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
-
 
 def _authenticator(request: Request) -> Authenticator:
     authenticator: Authenticator = request.app.state.authenticator

@@ -5,11 +5,12 @@ from __future__ import annotations
 import base64
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, status
+from fastapi import APIRouter, Depends, HTTPException, status
 
 from fedclust.coordinator.api.deps import (
     CurrentParticipant,
     Identity,
+    ParticipantId,
     ParticipantIdentity,
     ServicesDep,
     authenticate,
@@ -73,9 +74,7 @@ def anchor_audit_head(
     responses=error_responses(401, 403, 422),
 )
 def list_audit_receipts(
-    participant_id: Annotated[
-        str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    ],
+    participant_id: ParticipantId,
     identity: Annotated[Identity, Depends(authenticate)],
     services: ServicesDep,
 ) -> list[AuditReceipt]:

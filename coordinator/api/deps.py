@@ -29,6 +29,7 @@ from fedclust.coordinator.db import Database
 from fedclust.coordinator.runner import JobRunner
 from fedclust.coordinator.settings import AnalystRole, CoordinatorSettings
 from fedclust.crypto.tokens import token_sha256
+from fedclust.infra.app import identifier_path
 from fedclust.infra.auth import ParticipantIdentity, bound_caller
 from fedclust.infra.tls import TlsSettings
 from fedclust.protocol.wire.messages import ErrorDetail
@@ -40,6 +41,8 @@ __all__ = [
     "Authenticator",
     "CurrentParticipant",
     "Identity",
+    "JobId",
+    "ParticipantId",
     "ParticipantIdentity",
     "Services",
     "ServicesDep",
@@ -49,6 +52,10 @@ __all__ = [
     "participant_caller",
     "unprocessable",
 ]
+
+#: The path parameters that name a job or a participant.
+JobId = Annotated[str, identifier_path()]
+ParticipantId = Annotated[str, identifier_path()]
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,15 @@ not exist) and does not see it listed; an analyst with role "admin" sees every j
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Path, Request, status
+from fastapi import APIRouter, HTTPException, Request, status
 from fastapi.responses import PlainTextResponse
 
 from fedclust.coordinator.api.deps import (
     Analyst,
     AnalystIdentity,
     Authenticator,
+    JobId,
     ServicesDep,
     error_responses,
     unprocessable,
@@ -36,9 +36,6 @@ from fedclust.protocol.wire.result_tables import TABLES, TableName, table_csv
 __all__ = ["router"]
 
 router = APIRouter(tags=["jobs"])
-
-JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
-
 
 def _public(services: ServicesDep, job: JobRecord) -> JobPublic:
     live = services.broker.progress(job.id) if job.state == "running" else None

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from fedclust.coordinator.api.deps import (
     CurrentParticipant,
+    JobId,
     Services,
     ServicesDep,
     error_responses,
@@ -38,6 +39,7 @@ from fedclust.coordinator.api.fast_path import (
     json_body,
 )
 from fedclust.coordinator.broker import Broker, ContributionRejectedError
+from fedclust.core.validation import SHA256_HEX_PATTERN, is_identifier
 from fedclust.protocol.wire.messages import (
     MAX_WIRE_INT,
     Contribution,
@@ -50,7 +52,6 @@ __all__ = ["router"]
 router = APIRouter(tags=["tasks"], route_class=FastPathRoute)
 
 
-JobId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 TaskId = Annotated[int, Path(ge=0, le=MAX_WIRE_INT, description="The task's number")]
 Wait = Annotated[float, Query(ge=0, le=60, description="Seconds to wait for a task")]
 Blobs = Annotated[
@@ -62,9 +63,8 @@ _NEXT_TASK_RESPONSES: dict[int | str, dict[str, Any]] = {
     204: {"description": "No task arrived within `wait` seconds"},
 }
 # The plain forms the fast paths take (a subset of what the declarations above accept, read
-# alike): a job id, a task id without leading zeros, ``wait`` as a decimal of at most two
-# integer digits (at most 60), ``blobs`` as true or false.
-_JOB_ID: Final = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# alike): a job id (:func:`core.validation.is_identifier`), a task id without leading zeros,
+# ``wait`` as a decimal of at most two integer digits (at most 60), ``blobs`` as true or false.
 _TASK_ID: Final = re.compile(r"0|[1-9][0-9]{0,15}")
 _WAIT: Final = re.compile(r"(0|[1-9][0-9]?)(\.[0-9]{1,6})?")
 _BOOLEANS: Final = {"true": True, "false": False}
@@ -213,7 +213,7 @@ async def next_task(
     },
 )
 def get_blob(
-    sha256: Annotated[str, Path(pattern="^[0-9a-f]{64}$")],
+    sha256: Annotated[str, Path(pattern=SHA256_HEX_PATTERN)],
     participant: CurrentParticipant,
     services: ServicesDep,
 ) -> Response:
@@ -256,7 +256,7 @@ async def _answer_task_fast(request: Request) -> Response | None:
     job_id, task_text = request.path_params.get("job_id"), request.path_params.get("task_id")
     poll = _plain_poll(request)
     if (
-        poll is None or not isinstance(job_id, str) or _JOB_ID.fullmatch(job_id) is None
+        poll is None or not is_identifier(job_id)
         or not isinstance(task_text, str) or _TASK_ID.fullmatch(task_text) is None
         or int(task_text) > MAX_WIRE_INT or not json_body(request)
     ):

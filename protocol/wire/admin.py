@@ -24,6 +24,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fedclust.core.models import Sha256Hex
 from fedclust.protocol.wire.messages import Identifier
 
 __all__ = [
@@ -52,7 +53,6 @@ _PUBLIC_KEY = Annotated[
     str, Field(min_length=44, max_length=44, pattern=r"^[A-Za-z0-9+/]{43}=$",
                description="The organisation's Ed25519 public key (32 bytes, base64)"),
 ]
-_HEX64 = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
 #: A service's http(s) URL, as an invite carries it (and ``coordinator.public_url`` must be).
 ServiceUrl = Annotated[
     str, Field(min_length=8, max_length=2048, pattern=r"^https?://[^\s/]+")
@@ -86,7 +86,7 @@ class Invitation(_Strict):
     coordinator_url: ServiceUrl | None = Field(
         default=None, description="The coordinator's configured public_url, if any",
     )
-    ca_sha256: _HEX64 | None = Field(
+    ca_sha256: Sha256Hex | None = Field(
         default=None,
         description="SHA-256 (hex, of the DER) of the CA certificate the coordinator's TLS "
         "chain ends in; absent without HTTPS or when that CA is not among its [tls] files",
@@ -100,7 +100,7 @@ class InviteBundle(_Strict):
     participant_id: Identifier
     invite: _SECRET
     coordinator_url: ServiceUrl
-    ca_sha256: _HEX64 | None = None
+    ca_sha256: Sha256Hex | None = None
 
     def encode(self) -> str:
         """The one line to hand over."""
@@ -152,7 +152,7 @@ class JoinResponse(_Strict):
 class MemberToken(_Strict):
     """Coordinator → counting service: the SHA-256 of a member's new bearer token."""
 
-    token_sha256: _HEX64
+    token_sha256: Sha256Hex
 
 
 class AdminEvent(_Strict):

@@ -13,11 +13,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fedclust.core.models import Sha256Hex
 from fedclust.protocol.wire.messages import Identifier
 
 __all__ = ["AuditHead", "AuditReceipt"]
 
-_HEX64 = Annotated[str, Field(min_length=64, max_length=64, pattern=r"^[0-9a-f]{64}$")]
 _SIGNATURE = Annotated[
     str, Field(min_length=88, max_length=88, pattern=r"^[A-Za-z0-9+/]{86}==$",
                description="Ed25519 signature (64 bytes, base64)"),
@@ -31,7 +31,7 @@ class AuditHead(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seq: _LINE
-    line_sha256: _HEX64
+    line_sha256: Sha256Hex
     signature: _SIGNATURE
 
 
@@ -42,6 +42,6 @@ class AuditReceipt(BaseModel):
 
     participant: Identifier
     seq: _LINE
-    line_sha256: _HEX64
+    line_sha256: Sha256Hex
     signature: _SIGNATURE
     received_at: datetime

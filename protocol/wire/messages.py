@@ -43,7 +43,9 @@ from pydantic_core import core_schema
 
 from fedclust.core.errors import ProtocolError, RefusedError
 from fedclust.core.models import MAX_ARRAY_ELEMENTS as MAX_ARRAY_ELEMENTS
+from fedclust.core.models import Identifier as Identifier
 from fedclust.core.models import WireArray as WireArray
+from fedclust.core.validation import SHA256_HEX_PATTERN
 from fedclust.protocol import algorithms
 from fedclust.protocol.algorithms.fedcref_params import Hidden
 from fedclust.protocol.maths.declaration import Declaration
@@ -101,7 +103,6 @@ ModelAlgorithm = Annotated[str, Registered(lambda: algorithms.names("model"))]
 #: Every algorithm a job, a task or a participant's policy can name.
 AnyAlgorithm = Annotated[str, Registered(algorithms.names)]
 ProtectionScheme = Literal["none", "masking", "paillier"]
-Identifier = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 #: The largest integer any wire field takes: every integer fits a signed 64-bit column and
 #: a float64 exactly, so no hostile value overflows numpy or the database (422 instead).
 MAX_WIRE_INT: Final = 2**53
@@ -489,7 +490,7 @@ class PaillierKey(_Strict):
     """A job's Paillier public key: the modulus n (base64, big-endian) and its fingerprint."""
 
     n: Base64
-    key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    key_sha256: str = Field(pattern=SHA256_HEX_PATTERN)
 
 
 class EncryptedField(_Strict):
@@ -498,7 +499,7 @@ class EncryptedField(_Strict):
     spec: dict[str, str | WireInt | float]
     shape: list[Annotated[int, Field(ge=0, le=MAX_ARRAY_ELEMENTS)]] = Field(max_length=4)
     n_contributions: int = Field(ge=1, le=MAX_WIRE_INT)
-    key_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    key_sha256: str = Field(pattern=SHA256_HEX_PATTERN)
     ciphertexts: list[Base64] = Field(max_length=1_000_000)
 
     @model_validator(mode="after")
@@ -722,7 +723,7 @@ class GraphReply(_Strict):
     """The digest of the masking graph the participant derived (every party's must agree)."""
 
     kind: Literal["masking_graph"] = "masking_graph"
-    graph_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    graph_sha256: str = Field(pattern=SHA256_HEX_PATTERN)
 
 
 class MaskedInputReply(_Strict):
