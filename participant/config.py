@@ -278,7 +278,7 @@ class ParticipantFile(ConfigFile):
         """``[peers]``: peer id -> its Ed25519 public key (base64 of 32 bytes), pinned up
         front."""
         for peer, key in peers.items():
-            if not is_identifier(peer) or not _PUBLIC_KEY.match(key):
+            if not is_identifier(peer) or not _PUBLIC_KEY.fullmatch(key):
                 raise ValueError(f"[peers] {peer!r} {_PEER_ERROR}.")
         return peers
 

@@ -20,6 +20,10 @@ first line comes before it); :attr:`AlgorithmSpec.params` imports it. A sweep
 algorithm's procedure is ``f(participants, k, options) -> FederatedResult`` (one K, one run;
 ``coordinator.result.RunOptions``); a model-based one's is ``f(participants, spec, *,
 summation, on_stage, notes) -> ResultDocument``.
+
+An installed package adds algorithms and statistics by naming a module of them in the
+:data:`PLUGIN_GROUP` entry-point group: registered on the registry's first import, after the
+built-ins and before the wire format is made from it.
 """
 
 from __future__ import annotations
@@ -35,12 +39,16 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
-    "SWEEP_STATISTICS", "SWEEP_TASKS", "AlgorithmSpec", "Family", "Param", "StatisticSpec",
-    "get", "names", "register", "register_statistic", "statistic", "statistic_names",
-    "unregister", "unregister_statistic",
+    "PLUGIN_GROUP", "SWEEP_STATISTICS", "SWEEP_TASKS", "AlgorithmSpec", "Family", "Param",
+    "StatisticSpec", "get", "names", "register", "register_statistic", "statistic",
+    "statistic_names", "unregister", "unregister_statistic",
 ]
 
 Family = Literal["sweep", "model"]
+
+#: The entry-point group of installed algorithms: each entry names a module that lists its
+#: statistics (``STATISTICS``) and algorithms (``SPECS``), as the built-in modules do.
+PLUGIN_GROUP: Final = "fedclust.algorithms"
 
 #: The tasks every sweep job may send besides its algorithm's own: the declaration, the
 #: count, applying standardisation, the local-only choice of K and the statistics of
@@ -305,7 +313,7 @@ class _Registry(Generic[S]):
 
     def add(self, spec: S) -> S:
         if spec.name in self._specs:
-            raise ValueError(f"a {self._what} named {spec.name!r} is already registered")
+            raise ValueError(f"{self._what} {spec.name!r} is already registered")
         self._specs[spec.name] = spec
         return spec
 
@@ -369,6 +377,14 @@ def statistic(name: str) -> StatisticSpec:
     return _STATISTICS.get(name)
 
 
+def _register_module(module: Any) -> None:
+    """Register the statistics (``STATISTICS``) and algorithms (``SPECS``) a module lists."""
+    for stat in getattr(module, "STATISTICS", ()):
+        register_statistic(stat)
+    for spec in getattr(module, "SPECS", ()):
+        register(spec)
+
+
 def _register_builtins() -> None:
     from fedclust.protocol.algorithms import (
         fed_distill,
@@ -380,11 +396,27 @@ def _register_builtins() -> None:
         statistics,
     )
 
-    for stat in statistics.STATISTICS:
-        register_statistic(stat)
-    for module in (ffcm, fedfcm, fkm, kfed, fed_distill, fedcref):
-        for spec in module.SPECS:
-            register(spec)
+    for module in (statistics, ffcm, fedfcm, fkm, kfed, fed_distill, fedcref):
+        _register_module(module)
+
+
+def _register_plugins() -> None:
+    """Register every module an installed package names in the :data:`PLUGIN_GROUP`
+    entry-point group, as the built-ins are; one that fails stops the import, naming it."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=PLUGIN_GROUP):
+        try:
+            module = entry.load()
+            if not (hasattr(module, "SPECS") or hasattr(module, "STATISTICS")):
+                raise ValueError("it lists no SPECS and no STATISTICS")
+            _register_module(module)
+        except Exception as exc:
+            raise ImportError(
+                f"the {PLUGIN_GROUP!r} entry point {entry.name!r} = {entry.value!r} could not "
+                f"be registered: {exc}"
+            ) from exc
 
 
 _register_builtins()
+_register_plugins()

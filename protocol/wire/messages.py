@@ -1148,7 +1148,8 @@ class JobCreate(_JobTermsAndBlocks):
             raise ValueError(
                 f"{spec.name!r}'s parameters block {own!r} is not a field of JobCreate: its "
                 "blocks are made when protocol.wire.messages is imported; register the "
-                "algorithm before"
+                f"algorithm before (an installed package: in the {algorithms.PLUGIN_GROUP!r} "
+                "entry-point group)"
             )
         if own is not None and spec.params_required and getattr(self, own) is None:
             raise ValueError(f"{spec.name!r} needs a {own} block")

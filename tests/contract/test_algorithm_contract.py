@@ -21,6 +21,7 @@ own: ``JobCreate``'s parameters blocks are made from the registry when
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -233,12 +234,13 @@ def test_an_algorithm_registered_after_the_wire_format_gets_no_block() -> None:
         algorithms.unregister(toy_params.SPEC.name)
 
 
-#: Run in a fresh interpreter: toy-tuned-fcm is registered before the wire format is made.
+#: Run in a fresh interpreter where toy-tuned-fcm is installed as a plugin (an entry point of
+#: the registry's group): registered before the wire format is made.
 _TUNED = """
 import json, pathlib, sys
 from fedclust.protocol import algorithms
 from tests.contract import toy_params
-algorithms.register(toy_params.SPEC)
+assert algorithms.get(toy_params.SPEC.name) is toy_params.SPEC
 from fedclust.cli import _parser
 from fedclust.cli.job import _job_from_flags
 from fedclust.coordinator.app import openapi_document
@@ -277,13 +279,28 @@ json.dump(out, sys.stdout)
 """
 
 
+def _installed(tmp_path: Path, entries: dict[str, str]) -> dict[str, str]:
+    """The environment of a process in which a package with these entry points of the
+    registry's group is installed (its metadata on the path)."""
+    site = tmp_path / "site"
+    info = site / "toy_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 0.1\n")
+    lines = "".join(f"{name} = {value}\n" for name, value in entries.items())
+    (info / "entry_points.txt").write_text(f"[{algorithms.PLUGIN_GROUP}]\n{lines}")
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), root])}
+
+
 def test_a_toy_with_parameters_runs_end_to_end(tmp_path: Path) -> None:
-    """toy-tuned-fcm's ``damping`` block: in the OpenAPI document, its model's defaults when
-    absent, refused for another algorithm, made from ``--damping`` and ``--preset``, and
-    carried to its procedure by the simulator and the service: damping 0.5 is toy-damped-fcm's
-    run, damping 1 (exact FCM's own step) another that needs fewer rounds."""
+    """toy-tuned-fcm, installed as a plugin, and its ``damping`` block: in the OpenAPI
+    document, its model's defaults when absent, refused for another algorithm, made from
+    ``--damping`` and ``--preset``, and carried to its procedure by the simulator and the
+    service: damping 0.5 is toy-damped-fcm's run, damping 1 (exact FCM's own step) another
+    that needs fewer rounds."""
     done = subprocess.run(
         [sys.executable, "-c", _TUNED, str(tmp_path)], cwd=Path(__file__).resolve().parents[2],
+        env=_installed(tmp_path, {"toy-tuned-fcm": toy_params.__name__}),
         capture_output=True, text=True, timeout=150, check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -298,3 +315,24 @@ def test_a_toy_with_parameters_runs_end_to_end(tmp_path: Path) -> None:
     assert out["full"]["centers"] != out["half"]["centers"]
     assert out["full"]["rounds"] < out["half"]["rounds"]
     assert out["served"] == out["full"]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("tests.contract.no_such_module", "No module named 'tests.contract.no_such_module'"),
+     ("tests.contract.toy_algorithm:damped_fcm", "it lists no SPECS and no STATISTICS"),
+     ("fedclust.protocol.algorithms.fkm", "algorithm 'fkm' is already registered")],
+    ids=["missing", "not-a-module-of-specs", "clash"],
+)
+def test_a_plugin_that_cannot_be_registered_stops_the_import(
+    tmp_path: Path, value: str, reason: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import fedclust.protocol.algorithms"],
+        env=_installed(tmp_path, {"broken": value}), capture_output=True, text=True,
+        timeout=60, check=False,
+    )
+    assert done.returncode != 0
+    assert (f"ImportError: the 'fedclust.algorithms' entry point 'broken' = {value!r} could "
+            "not be registered: ") in done.stderr
+    assert reason in done.stderr

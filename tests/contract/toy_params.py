@@ -4,8 +4,9 @@
 job parameter: its parameters model :class:`DampingParams`, the job's ``damping`` block
 (absent: the model's default), from which the wire format, the OpenAPI document and the
 command line's ``--damping`` flag are made. ``JobCreate``'s blocks are made when
-``protocol.wire.messages`` is imported, so the algorithm must be registered before: this
-module imports only the registry and ``core`` (the procedure is named, not imported). The
+``protocol.wire.messages`` is imported, so the algorithm must be registered before, as an
+installed package's entry point in ``protocol.algorithms.PLUGIN_GROUP`` is (:data:`SPECS`):
+this module imports only the registry and ``core`` (the procedure is named, not imported). The
 model may sit beside the spec here; the built-in algorithms keep theirs in modules of their
 own, so that the registry imports no pydantic.
 """
@@ -54,6 +55,10 @@ SPEC = AlgorithmSpec(
     ),
     fuzzy=True,
 )
+
+
+#: What the registry registers when an entry point names this module.
+SPECS = (SPEC,)
 
 
 def procedure(participants: Sequence[Any], k: int, options: RunOptions) -> FederatedResult:
