@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar, cast
 import numpy as np
 from numpy.typing import ArrayLike
 
-from fedclust.coordinator.remote import RemoteParticipant, RoundChannel
+from fedclust.coordinator.remote import RemoteParticipant, RoundChannel, TaskChannel
 from fedclust.coordinator.result import FederatedResult, RoundRecord, StopReason
 from fedclust.core.errors import ProtocolError, RefusedError, UnavailableError
 from fedclust.core.validation import FloatArray, check_centers
@@ -378,15 +378,16 @@ def answer_each(
     each in its own thread when ``concurrent`` (fed-distill's and FedCRef's stages: their
     in-process models train outside the GIL)."""
     outcomes: dict[int, msg.Reply | RefusedError | UnavailableError] = {}
-    rounds: dict[int, tuple[RoundChannel, list[int]]] = {}
+    channels: dict[int, tuple[TaskChannel, list[int]]] = {}
     for i, (participant, _) in enumerate(asked):
-        if isinstance(participant, RemoteParticipant) and isinstance(
-            participant.channel, RoundChannel
-        ):
-            rounds.setdefault(id(participant.channel), (participant.channel, []))[1].append(i)
-    for channel, indices in rounds.values():
-        remote = [(cast(RemoteParticipant, asked[i][0]), asked[i][1]) for i in indices]
-        outcomes.update(zip(indices, RemoteParticipant.answer_round(channel, remote), strict=True))
+        if isinstance(participant, RemoteParticipant):
+            channels.setdefault(id(participant.channel), (participant.channel, []))[1].append(i)
+    for channel, indices in channels.values():
+        if isinstance(channel, RoundChannel):  # once per channel: a protocol's check is slow
+            remote = [(cast(RemoteParticipant, asked[i][0]), asked[i][1]) for i in indices]
+            outcomes.update(
+                zip(indices, RemoteParticipant.answer_round(channel, remote), strict=True)
+            )
     rest = [(i, asked[i]) for i in range(len(asked)) if i not in outcomes]
     answers = _ask_all(
         [(i, p) for i, (p, _) in rest], lambda i, p: p.answer(asked[i][1]),

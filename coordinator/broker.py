@@ -110,13 +110,15 @@ class _Live:
 @dataclass(frozen=True)
 class _SpecForms:
     """A task spec as stored and served: its JSON document, the same with large values as
-    blob references (``refs``, and as compact text) and those blobs. The tasks of a round
-    share one spec, so it is worked out once per spec."""
+    blob references (``refs``, and as compact text) and those blobs; and the tasks carrying
+    it as served (JSON, and with blob references) by task id. The tasks of a round share
+    one spec and mostly one task id, so each is worked out once per round."""
 
     doc: object
     refs: object
     refs_json: str
     blobs: dict[str, bytes]
+    bodies: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, doc: object) -> _SpecForms:
@@ -291,15 +293,22 @@ class Broker:
     ) -> msg.Reply | TaskTimeoutError | _Open:
         """Task ``task_id`` of ``participant``: its stored reply or timeout when the log
         holds it (its spec must be the stored one), else the task to open (recorded).
-        ``forms`` keeps each spec's stored forms for the other tasks of the round."""
+        ``forms`` keeps each spec's forms for the other tasks of the round."""
         job_id = live.job.id
-        task = msg.Task(
-            job_id=job_id, task_id=task_id, algorithm=live.job.spec.algorithm, spec=spec
-        )
-        body = task.model_dump_json()
         form = forms.get(id(spec))
-        if form is None:
-            form = forms[id(spec)] = _SpecForms.of(json.loads(body)["spec"])
+        served = None if form is None else form.bodies.get(task_id)
+        if form is None or served is None:
+            body = msg.Task(
+                job_id=job_id, task_id=task_id, algorithm=live.job.spec.algorithm, spec=spec
+            ).model_dump_json()
+            if form is None:
+                form = forms[id(spec)] = _SpecForms.of(json.loads(body)["spec"])
+            body_refs = body
+            if form.blobs:
+                doc = json.loads(body)
+                doc["spec"] = form.refs
+                body_refs = _compact(doc)
+            served = form.bodies[task_id] = (body.encode(), body_refs.encode())
         if stored is not None:
             if inline(json.loads(stored.spec_json), self._stored_blob) != form.doc:
                 raise ProtocolError(
@@ -316,14 +325,9 @@ class Broker:
                 spec_json=form.refs_json, reply_json=None,
             )
             self._journal.add_task(record, form.blobs)
-        body_refs = body
-        if form.blobs:
-            doc = json.loads(body)
-            doc["spec"] = form.refs
-            body_refs = _compact(doc)
         return _Open(
             job_id=job_id, participant=participant, task_id=task_id, spec=spec,
-            body=body.encode(), body_refs=body_refs.encode(), blobs=form.blobs, waiter=waiter,
+            body=served[0], body_refs=served[1], blobs=form.blobs, waiter=waiter,
         )
 
     def _time_out(self, live: _Live, tasks: list[_Open]) -> None:

@@ -8,6 +8,8 @@ task arrives for the participant, so hundreds of participants can wait at once.
 paths (:mod:`coordinator.api.fast_path`): a request in its plain form (the parameters as the
 agents send them, a JSON contribution parsed once from its bytes) is answered without
 FastAPI's dependency solving, by the same functions; any other goes to FastAPI's handler.
+``answer_task`` is registered first: a router tries its routes in order (twice per request:
+to match, then to pick), and that is the route of every round.
 """
 
 from __future__ import annotations
@@ -176,6 +178,51 @@ def _accept(services: Services, participant: str, job_id: str, task_id: int,
         raise HTTPException(exc.status_code, exc.message) from None
 
 
+async def _answer_task_fast(request: Request) -> Response | None:
+    """:func:`answer_task` of a request in its plain form; None otherwise (a contribution
+    its model does not take included: FastAPI's handler says why)."""
+    job_id, task_text = request.path_params.get("job_id"), request.path_params.get("task_id")
+    poll = _plain_poll(request)
+    if (
+        poll is None or not is_identifier(job_id)
+        or not isinstance(task_text, str) or _TASK_ID.fullmatch(task_text) is None
+        or int(task_text) > MAX_WIRE_INT or not json_body(request)
+    ):
+        return None
+    try:
+        body = Contribution.model_validate_json(await body_bytes(request))
+    except ValidationError:
+        return None
+    participant = await participant_caller(request)
+    services = await get_services(request)
+    _accept(services, participant.id, job_id, int(task_text), body)
+    return await _long_poll(services.broker, participant.id, *poll)
+
+
+@router.post(
+    "/jobs/{job_id}/tasks/{task_id}/answer",
+    response_model=Task,
+    operation_id="answer_task",
+    summary="Answer a task and fetch the next one (long poll)",
+    responses={**_NEXT_TASK_RESPONSES, **error_responses(401, 403, 404, 409, 422)},
+)
+@fast_path(_answer_task_fast)
+async def answer_task(
+    job_id: JobId,
+    task_id: TaskId,
+    body: Contribution,
+    participant: CurrentParticipant,
+    services: ServicesDep,
+    wait: Wait = 0,
+    blobs: Blobs = False,
+) -> Task | Response:
+    """``submit_contribution`` then ``next_task`` in one request: the contribution is
+    accepted (or refused with the same errors, fetching nothing), then the participant's
+    oldest open task is returned, or 204 after ``wait`` seconds."""
+    _accept(services, participant.id, job_id, task_id, body)
+    return await _long_poll(services.broker, participant.id, wait, blobs)
+
+
 async def _next_task_fast(request: Request) -> Response | None:
     """:func:`next_task` of a request in its plain form; None otherwise."""
     poll = _plain_poll(request)
@@ -248,48 +295,3 @@ async def submit_contribution(
     """
     _accept(services, participant.id, job_id, task_id, body)
     return ContributionReceipt(job_id=job_id, task_id=task_id)
-
-
-async def _answer_task_fast(request: Request) -> Response | None:
-    """:func:`answer_task` of a request in its plain form; None otherwise (a contribution
-    its model does not take included: FastAPI's handler says why)."""
-    job_id, task_text = request.path_params.get("job_id"), request.path_params.get("task_id")
-    poll = _plain_poll(request)
-    if (
-        poll is None or not is_identifier(job_id)
-        or not isinstance(task_text, str) or _TASK_ID.fullmatch(task_text) is None
-        or int(task_text) > MAX_WIRE_INT or not json_body(request)
-    ):
-        return None
-    try:
-        body = Contribution.model_validate_json(await body_bytes(request))
-    except ValidationError:
-        return None
-    participant = await participant_caller(request)
-    services = await get_services(request)
-    _accept(services, participant.id, job_id, int(task_text), body)
-    return await _long_poll(services.broker, participant.id, *poll)
-
-
-@router.post(
-    "/jobs/{job_id}/tasks/{task_id}/answer",
-    response_model=Task,
-    operation_id="answer_task",
-    summary="Answer a task and fetch the next one (long poll)",
-    responses={**_NEXT_TASK_RESPONSES, **error_responses(401, 403, 404, 409, 422)},
-)
-@fast_path(_answer_task_fast)
-async def answer_task(
-    job_id: JobId,
-    task_id: TaskId,
-    body: Contribution,
-    participant: CurrentParticipant,
-    services: ServicesDep,
-    wait: Wait = 0,
-    blobs: Blobs = False,
-) -> Task | Response:
-    """``submit_contribution`` then ``next_task`` in one request: the contribution is
-    accepted (or refused with the same errors, fetching nothing), then the participant's
-    oldest open task is returned, or 204 after ``wait`` seconds."""
-    _accept(services, participant.id, job_id, task_id, body)
-    return await _long_poll(services.broker, participant.id, wait, blobs)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -147,3 +148,12 @@ def _migrated(role: str, url: str, revisions: tuple[str | None, str]) -> int:
 def _log_to_stderr(args: argparse.Namespace) -> None:
     """Log to stderr as ``--log-format`` (or ``$FEDCLUST_LOG_FORMAT``) says: infra.logformat."""
     configure_logging(args.log_format)
+
+
+def _freeze_start_up() -> None:
+    """Take what start-up made (the modules, the app: about 200,000 objects, alive as long as
+    the process) out of the cyclic garbage collector's reach, which otherwise traverses all of
+    them in each full collection (about 130 ms of the event loop, every few hundred requests).
+    Called last before serving."""
+    gc.collect()
+    gc.freeze()

@@ -13,6 +13,7 @@ from fedclust.cli._service import (
     _add_service_actions,
     _checked,
     _database_errors,
+    _freeze_start_up,
     _log_to_stderr,
     _migrated,
     _server_problems,
@@ -64,5 +65,6 @@ def run(args: argparse.Namespace) -> int:
         app, host=settings.host, port=settings.port, log_level="warning", log_config=None,
         timeout_graceful_shutdown=_GRACEFUL_SHUTDOWN, **settings.tls.uvicorn_options(),
     )
+    _freeze_start_up()
     Server(config).run()
     return 0

@@ -13,6 +13,7 @@ from fedclust.cli._service import (
     _add_service_actions,
     _checked,
     _database_errors,
+    _freeze_start_up,
     _log_to_stderr,
     _migrated,
     _server_problems,
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             return _counter_members(args, settings)
         app = create_app(settings)  # opens the database: refuses one behind the schema
     _log_to_stderr(args)
+    _freeze_start_up()
     uvicorn.run(
         app, host=settings.host, port=settings.port, log_level="warning",
         log_config=None,  # uvicorn's records go through _log_to_stderr's format

@@ -115,6 +115,27 @@ def test_every_reply_comes_back_in_order_to_one_waiting_thread(db: Database) -> 
     broker.close()
 
 
+def test_a_round_at_different_task_ids_serves_each_task_its_own_id(db: Database) -> None:
+    """The tasks of a round share their served form per spec and task id: a participant
+    asked once more before gets the same spec under its own next id."""
+    broker = Broker(db, timeout=30.0)
+    channel = broker.open_job(_job(db))
+    first = _in_thread(lambda: channel.ask_many([("p0", FCM)]))
+    assert _answer(broker, "p0", functools.partial(_reply_sums, 0)).task_id == 0
+    first.result(timeout=30)
+    asked = _in_thread(lambda: channel.ask_many([(n, FCM) for n in NAMES]))
+    tasks = [_answer(broker, name, functools.partial(_reply_sums, i))
+             for i, name in enumerate(NAMES)]
+    assert [t.task_id for t in tasks] == [1, 0, 0]
+    assert all(t.spec == FCM and t.job_id == "job-r" for t in tasks)
+    assert asked.result(timeout=30) == [_sums(i) for i in range(len(NAMES))]
+    broker.close_job("job-r")
+    assert sorted((t.participant, t.task_id) for t in db.tasks("job-r")) == [
+        ("p0", 0), ("p0", 1), ("p1", 0), ("p2", 0)
+    ]
+    broker.close()
+
+
 def test_a_participant_that_does_not_answer_times_out_alone(db: Database) -> None:
     broker = Broker(db, timeout=0.5)
     channel = broker.open_job(_job(db))

@@ -3,10 +3,13 @@ config file and print its revision; ``serve`` refuses a database behind head in 
 
 from __future__ import annotations
 
+import gc
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 from sqlalchemy import create_engine
 
 from fedclust.cli import main
@@ -113,3 +116,25 @@ def test_an_unreachable_database_is_one_line_without_its_password(
         assert err.count("\n") == 1 and "not-printed" not in err
         assert err.startswith(f"fedclust {role} {action}: error: cannot use the database "
                               f"postgresql+psycopg://fedclust:***@127.0.0.1:{port}/x: ")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_serve_freezes_what_start_up_made_before_it_listens(
+    role: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector's full collections skip the modules and the app (``gc.freeze``)."""
+    write, _, file = ROLES[role]
+    config = write(tmp_path, f"sqlite:///{file}")
+    frozen: list[int] = []
+
+    def serve(*_: Any, **__: Any) -> None:
+        frozen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(f"fedclust.cli.{role}._log_to_stderr", lambda _: None)
+    monkeypatch.setattr(uvicorn.Server, "run", serve)  # the coordinator's
+    monkeypatch.setattr(uvicorn, "run", serve)  # the counting service's
+    try:
+        assert main([role, "serve", "--config", str(config)]) == 0
+    finally:
+        gc.unfreeze()
+    assert len(frozen) == 1 and frozen[0] > 10_000
