@@ -89,9 +89,13 @@ class FloorClients:
                 self._start.wait()
                 if self._closing:
                     return
-                response = client.post("/answer", content=self._body, headers=headers)
-                if response.status_code != 200:
-                    self._errors.append(f"HTTP {response.status_code}: {response.text[:200]}")
+                try:
+                    response = client.post("/answer", content=self._body, headers=headers)
+                except httpx.HTTPError as exc:  # recorded: the round still ends
+                    self._errors.append(f"{type(exc).__name__}: {exc}")
+                else:
+                    if response.status_code != 200:
+                        self._errors.append(f"HTTP {response.status_code}: {response.text[:200]}")
                 self._end.wait()
 
     def rounds(self, count: int) -> None:
@@ -100,7 +104,7 @@ class FloorClients:
             self._start.wait()
             self._end.wait()
         if self._errors:
-            raise RuntimeError(f"the floor app refused a request: {self._errors[0]}")
+            raise RuntimeError(f"a floor request failed: {self._errors[0]}")
 
     def close(self) -> None:
         self._closing = True
