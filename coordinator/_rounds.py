@@ -358,7 +358,7 @@ def expect(spec: msg.TaskSpec, reply_type: type[R]) -> Callable[[Named, msg.Repl
     def check(participant: Named, reply: msg.Reply) -> R:
         if not isinstance(reply, reply_type):
             raise ProtocolError(
-                f"participant {participant.name!r} answered a {spec.kind!r} task with a "
+                f"participant {participant.name!r} answered a {msg.task_name(spec)!r} task with a "
                 f"{reply.kind!r} reply."
             )
         return reply

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import TypeAdapter
 
@@ -301,11 +301,13 @@ class Broker:
             body = msg.Task(
                 job_id=job_id, task_id=task_id, algorithm=live.job.spec.algorithm, spec=spec
             ).model_dump_json()
+            doc: dict[str, Any] | None = None  # the body parsed once, if at all
             if form is None:
-                form = forms[id(spec)] = _SpecForms.of(json.loads(body)["spec"])
+                doc = json.loads(body)
+                form = forms[id(spec)] = _SpecForms.of(doc["spec"])
             body_refs = body
             if form.blobs:
-                doc = json.loads(body)
+                doc = json.loads(body) if doc is None else doc
                 doc["spec"] = form.refs
                 body_refs = _compact(doc)
             served = form.bodies[task_id] = (body.encode(), body_refs.encode())

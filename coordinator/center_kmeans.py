@@ -47,7 +47,7 @@ class FederatedCenters:
     def center_sums(self, starts: FloatArray) -> CenterSums:
         task = msg.StatisticTask.of("center_sums", starts, **self._params)
         total, _ = self._summation.sum(self._holders, task, msg.StatisticReply, required=True)
-        fields = {name: value.to_numpy() for name, value in total.fields.items()}
+        fields = msg.summands(total)
         return CenterSums(sums=fields["sums"], weights=fields["weights"],
                           inertia=fields["inertia"], contributors=fields["contributors"],
                           objective=float(fields["objective"][0]))

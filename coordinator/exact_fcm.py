@@ -72,7 +72,7 @@ def summed_fcm_sums(
     (Alg. 2), and who gave them."""
     task = msg.StatisticTask.of("fcm_sums", centers, m=m)
     total, names = summation.sum(participants, task, msg.StatisticReply)
-    fields = {name: value.to_numpy() for name, value in total.fields.items()}
+    fields = msg.summands(total)
     return FCMSums(u_sum=fields["u_sum"], weighted_sum=fields["weighted_sum"]), names
 
 

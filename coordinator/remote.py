@@ -72,7 +72,7 @@ class RemoteParticipant:
             raise reply.error(self.name)
         if not isinstance(reply, expected):
             raise ProtocolError(
-                f"participant {self.name!r} answered a {spec.kind!r} task with a "
+                f"participant {self.name!r} answered a {msg.task_name(spec)!r} task with a "
                 f"{reply.kind!r} reply."
             )
         return reply

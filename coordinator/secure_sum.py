@@ -200,7 +200,7 @@ def total_reply(
     """The decoded sums in the plain reply model of ``statistic``."""
     total = msg.reply_of_sums(statistic, decoded)
     if not isinstance(total, reply_type):
-        raise TypeError(f"a {statistic.kind!r} sum is not a {reply_type.__name__}")
+        raise TypeError(f"a {msg.task_name(statistic)!r} sum is not a {reply_type.__name__}")
     return total
 
 

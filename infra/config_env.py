@@ -57,8 +57,8 @@ _MESSAGES: Final = {
 
 
 def _table_keys(model: Any) -> dict[str, Any]:
-    """A table model's keys and their bare types (bounds and validators stay the model's,
-    applied to the merged settings)."""
+    """A table model's keys and their annotations (the model's validators run again on the
+    merged settings)."""
     return {name: info.annotation for name, info in (fields_of(model) or {}).items()}
 
 

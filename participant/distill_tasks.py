@@ -34,10 +34,11 @@ DISTILL_TASKS = (msg.DistillTrainTask, msg.DistillCountsTask, msg.DistillSoftTas
 class DistillTasks:
     """One job's classifier over the participant's labelled rows.
 
-    Its soft predictions leave it once per trained classifier, before any distillation step,
-    for one group that names it (``distill_soft``; the same task may be asked again, e.g. by
-    a resumed coordinator): the driver asks no more, and a coordinator asking again, for
-    another claimed group or after the classifier changed, is refused.
+    Its soft predictions leave it once per job, before any distillation step, for one group
+    that names it (``distill_soft``; the same task may be asked again, e.g. by a resumed
+    coordinator): the driver asks no more, and a coordinator asking again, for another
+    claimed group or after the classifier changed, is refused. So is a second training once
+    they have left (it would give new predictions to ask for).
 
     Args:
         X: the participant's rows (n_samples, n_features), as the public set is scaled.
@@ -124,6 +125,13 @@ class DistillTasks:
             raise RefusedError(f"participant {self._name!r}: {exc}") from None
 
     def _train(self, spec: msg.DistillTrainTask) -> None:
+        if self._model is None:
+            self._model = self._restore()  # what this job's classifier has given already
+        if self._soft_group or self._distilled:
+            raise RefusedError(
+                "a second 'distill_train' task after this job's soft predictions were given: "
+                "the classifier is trained once per job; refused."
+            )
         model = self._participant(spec.n_classes, spec.classifier)
         model.train_local(seed=spec.seed, max_epochs=spec.max_epochs, lr=spec.learning_rate,
                           batch_size=spec.batch_size)
@@ -139,7 +147,7 @@ class DistillTasks:
                 "a 'distill_soft' task after this job's distillation step: the soft "
                 "predictions are given once, before it; refused."
             )
-        if self._soft_group and self._soft_group != group:
+        if self._soft_group and set(self._soft_group) != set(group):
             raise RefusedError(
                 "a second 'distill_soft' task for another group: the soft predictions are "
                 "given once, to one group; refused."

@@ -218,9 +218,9 @@ def test_soft_predictions_are_given_only_to_a_group_that_names_the_participant()
 
 
 def test_soft_predictions_leave_once_per_classifier_for_one_group(tmp_path: Path) -> None:
-    """The same task again is answered (a resumed coordinator), another claimed group or a
-    task after the distillation step is refused, across an agent restart; a new training
-    starts over."""
+    """The same task again is answered (a resumed coordinator, its members in any order),
+    another claimed group or a task after the distillation step is refused, across an agent
+    restart; so is a new training that would give new predictions to ask for."""
     rng = np.random.default_rng(2)
     X, y = rng.random((30, 4)), np.repeat([0, 1], 15).astype(np.int64)
     public = msg.WireArray.of(rng.random((5, 4)))
@@ -231,19 +231,25 @@ def test_soft_predictions_leave_once_per_classifier_for_one_group(tmp_path: Path
     def soft(*group: str) -> msg.DistillSoftTask:
         return msg.DistillSoftTask(public=public, n_classes=2, members=list(group))
 
+    tasks.answer(msg.DistillTrainTask(seed=1, n_classes=2))  # a resent training, before
     first = tasks.answer(soft("p", "q"))
-    again = DistillTasks(X, y, name="p", store=store).answer(soft("p", "q"))  # restarted
+    again = DistillTasks(X, y, name="p", store=store).answer(soft("q", "p"))  # restarted
     assert isinstance(first, msg.DistillSoftReply) and isinstance(again, msg.DistillSoftReply)
     assert first.soft_sum == again.soft_sum
     for other in (soft("p"), soft("p", "r")):
         with pytest.raises(RefusedError, match="for another group"):
             DistillTasks(X, y, name="p", store=store).answer(other)
+    with pytest.raises(RefusedError, match="trained once per job"):  # new predictions to ask
+        DistillTasks(X, y, name="p", store=store).answer(msg.DistillTrainTask(seed=2, n_classes=2))
     tasks.answer(msg.DistillStepTask(
         public=public, teacher=first.soft_sum, temperature=1.0, epochs=1, seed=1))
     with pytest.raises(RefusedError, match="after this job's distillation step"):
         DistillTasks(X, y, name="p", store=store).answer(soft("p", "q"))
-    tasks.answer(msg.DistillTrainTask(seed=2, n_classes=2))
-    assert isinstance(tasks.answer(soft("p")), msg.DistillSoftReply)
+    for agent in (tasks, DistillTasks(X, y, name="p", store=store)):
+        with pytest.raises(RefusedError, match="trained once per job"):
+            agent.answer(msg.DistillTrainTask(seed=2, n_classes=2))
+    with pytest.raises(RefusedError, match="after this job's distillation step"):
+        tasks.answer(soft("p"))
 
 
 def test_a_member_down_at_submission_drops_out_at_the_declaration(tmp_path: Path) -> None:
