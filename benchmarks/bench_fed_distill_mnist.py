@@ -7,7 +7,7 @@ Prints ours beside the paper's: groups found and the grouping's ARI (Table 3), a
 true group and overall, clustered against local-only (Table 5; local-only is the accuracy
 after local training, before any sharing). ``--preset paper`` (default): lr 1e-4, batch 128,
 25 local and 40 distillation epochs, 400 public images per class (``protocol.algorithms.
-fed_distill``, ``deep_simulate.SETUPS``); ``--preset code``: the authors' code's training
+fed_distill``, ``deep_setups.SETUPS``); ``--preset code``: the authors' code's training
 (lr 1e-3, batch 32/64, <= 30 local and 50 distillation epochs on MNIST) on the same
 federation. 5 clients per group, 50 images per class each, 100 test images per class.
 ``--quick``: a seconds-long smoke run on digits.

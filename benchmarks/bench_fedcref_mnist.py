@@ -10,7 +10,7 @@ clustering and models and runs FedCRef's local steps alone (retraining, Algorith
 the client's own models, the same tau and iterations): no association, groups or FedAvg.
 ``--preset paper`` (default):
 25 clients with 2..5 classes, 500 images per client cluster, MNIST train and test pooled, 20
-local epochs, theta 0.2 (``deep_simulate.SETUPS``, ``protocol.algorithms.fedcref``);
+local epochs, theta 0.2 (``deep_setups.SETUPS``, ``protocol.algorithms.fedcref``);
 ``--preset code``: the project's quick digits set-up. ``--device auto`` trains on a GPU when
 torch sees one. ``--quick``: a seconds-long smoke run on digits (4 clients, 1 iteration).
 ``--clients``, ``--fedavg-rounds`` and ``--max-iterations`` scale a preset down (e.g. for a

@@ -274,24 +274,28 @@ def measure(
             served_by.floor.rounds(rounds)
             gc.collect()
             gc.freeze()
-            for _ in range(max(repeats, MIN_REPEATS)):
-                core, _ = per_round(lambda r: time_core(parts, specs[r]), rounds, None)
-                served, work = per_round(
-                    lambda r: time_job(served_by.client, specs[r]), rounds,
-                    _cpu_of(served_by.coordinator_pid),
-                )
-                floor, floor_work = per_round(
-                    floor_rounds, rounds, _cpu_of(served_by.floor_pid)
-                )
-                assert work is not None and floor_work is not None
-                samples.setdefault("coordinator CPU" if http else "service CPU", []).append(work)
-                samples.setdefault("floor CPU", []).append(floor_work)
-                samples.setdefault("CPU / floor CPU", []).append(work / floor_work)
-                samples["core"].append(core)
-                samples["service"].append(served)
-                samples["overhead"].append(served - core)
-                samples["floor"].append(floor)
-                samples["service / floor"].append(served / floor)
+            try:
+                for _ in range(max(repeats, MIN_REPEATS)):
+                    core, _ = per_round(lambda r: time_core(parts, specs[r]), rounds, None)
+                    served, work = per_round(
+                        lambda r: time_job(served_by.client, specs[r]), rounds,
+                        _cpu_of(served_by.coordinator_pid),
+                    )
+                    floor, floor_work = per_round(
+                        floor_rounds, rounds, _cpu_of(served_by.floor_pid)
+                    )
+                    assert work is not None and floor_work is not None
+                    cpu = "coordinator CPU" if http else "service CPU"
+                    samples.setdefault(cpu, []).append(work)
+                    samples.setdefault("floor CPU", []).append(floor_work)
+                    samples.setdefault("CPU / floor CPU", []).append(work / floor_work)
+                    samples["core"].append(core)
+                    samples["service"].append(served)
+                    samples["overhead"].append(served - core)
+                    samples["floor"].append(floor)
+                    samples["service / floor"].append(served / floor)
+            finally:
+                gc.unfreeze()  # what this count left is collectable before the next
     return {name: Timing(tuple(values)) for name, values in samples.items()}
 
 

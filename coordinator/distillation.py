@@ -38,8 +38,6 @@ from fedclust.protocol.maths import distillation as dist
 from fedclust.protocol.wire import messages as msg
 
 __all__ = [
-    "DISTILL_BATCH",
-    "LOCAL_BATCH",
     "MIN_PROTECTED_MEMBERS",
     "DistillParticipantLike",
     "FedDistillResult",

@@ -98,8 +98,6 @@ class Registered:
 
 #: A sweep algorithm's name (a K sweep scored by FedFuzzDB).
 Algorithm = Annotated[str, Registered(lambda: algorithms.names("sweep"))]
-#: A model-based algorithm's name (no K sweep).
-ModelAlgorithm = Annotated[str, Registered(lambda: algorithms.names("model"))]
 #: Every algorithm a job, a task or a participant's policy can name.
 AnyAlgorithm = Annotated[str, Registered(algorithms.names)]
 ProtectionScheme = Literal["none", "masking", "paillier"]

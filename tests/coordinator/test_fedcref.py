@@ -76,7 +76,7 @@ def test_refinement_uses_own_groups_or_every_group() -> None:
         _run("some")
 
 
-def test_every_member_answers_the_same_statistic_for_its_own_clusters() -> None:
+def test_each_member_is_asked_its_own_clusters() -> None:
     parts = _run("groups")
     for p in parts[:3]:
         # per group, its start and two FedAvg rounds over the member's cluster in it
