@@ -322,13 +322,7 @@ def gather_present(
     (``spec_for(index, participant)``, the index among those present) and who gave them:
     one that does not answer drops out of the job, any refusal fails (``refusals_fail``,
     see :class:`Gatherer`)."""
-    live = present(participants)
-    specs = [spec_for(i, p) for i, p in enumerate(live)]
-    if not specs:
-        return [], ()
-    return Gatherer().gather_replies(
-        0, live, lambda i, _: specs[i], expect(specs[0], reply_type), refusals_fail=True
-    )
+    return _gather_each(present(participants), spec_for, reply_type, refusals_fail=True)
 
 
 def gather_required(
@@ -341,14 +335,26 @@ def gather_required(
     """Every participant's reply (of type ``reply_type``) to its task (``spec_for(index,
     participant)``), in order; any refusal or dropout fails (``required``, see
     :class:`Gatherer`). ``concurrent`` as in :func:`answer_each`."""
-    specs = [spec_for(i, p) for i, p in enumerate(participants)]
-    if not specs:
-        return []
-    replies, _ = Gatherer().gather_replies(
-        0, participants, lambda i, _: specs[i], expect(specs[0], reply_type), required=True,
-        concurrent=concurrent,
+    replies, _ = _gather_each(
+        participants, spec_for, reply_type, required=True, concurrent=concurrent
     )
     return replies
+
+
+def _gather_each(
+    participants: Sequence[A],
+    spec_for: Callable[[int, A], msg.TaskSpec],
+    reply_type: type[R],
+    **flags: bool,
+) -> tuple[list[R], tuple[str, ...]]:
+    """:meth:`Gatherer.gather_replies` of each participant's task ``spec_for(index,
+    participant)``, built once, under ``flags``; nothing to ask: nothing."""
+    specs = [spec_for(i, p) for i, p in enumerate(participants)]
+    if not specs:
+        return [], ()
+    return Gatherer().gather_replies(
+        0, participants, lambda i, _: specs[i], expect(specs[0], reply_type), **flags
+    )
 
 
 def expect(spec: msg.TaskSpec, reply_type: type[R]) -> Callable[[Named, msg.Reply], R]:

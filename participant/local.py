@@ -206,10 +206,9 @@ class LocalParticipant:
         """
         spec = algorithms.statistic(name)
         askers = [a for a in algorithms.names() if name in algorithms.get(a).statistics]
-        if not any(a in self.policy.allowed_algorithms for a in askers):
-            if askers:
-                self.policy.require(askers[0])  # its refusal names the policy's algorithms
+        if not askers:
             raise RefusedError(f"no registered algorithm asks a {name!r} statistic: refused.")
+        self.policy.require(*askers)
         given = dict(params or {})
         C = np.asarray(centers, dtype=np.float64)
         if C.ndim < 2 or not np.all(np.isfinite(C)) or C.shape[-1] != self.n_features:

@@ -225,13 +225,15 @@ class Policy:
                 f"policy does not accept (protections: {accepted}): refused."
             )
 
-    def require(self, algorithm: str) -> None:
-        """Refuse an algorithm outside the policy."""
-        if algorithm not in self.allowed_algorithms:
+    def require(self, algorithm: str, *others: str) -> None:
+        """Refuse unless the policy allows ``algorithm`` (or one of ``others``: what asks a
+        statistic several algorithms ask)."""
+        if self.allowed_algorithms.isdisjoint((algorithm, *others)):
             allowed = ", ".join(sorted(self.allowed_algorithms))
+            named = (f"algorithm {algorithm!r} is not" if not others else
+                     f"none of the algorithms {', '.join(map(repr, (algorithm, *others)))} is")
             raise RefusedError(
-                f"algorithm {algorithm!r} is not allowed by this participant's policy "
-                f"(allowed: {allowed})."
+                f"{named} allowed by this participant's policy (allowed: {allowed})."
             )
 
     def require_round(self, round_number: int) -> None:

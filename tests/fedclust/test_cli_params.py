@@ -98,6 +98,9 @@ def test_a_flag_of_another_algorithms_parameters_is_refused(
 ) -> None:
     assert main([*command, *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_job_submit_refuses_another_algorithms_parameters_flag() -> None:
     from fedclust.cli.job import _job_from_flags
 
     args = _parser().parse_args([*SUBMIT, "--algorithm", "fedcref", "--distill-epochs", "3"])

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from fedclust.client import AnalystFile
 from fedclust.coordinator.settings import CoordinatorFile, CoordinatorSettings
 from fedclust.counting.settings import CountingFile, CountingSettings
 from fedclust.crypto.tokens import token_sha256
@@ -68,6 +69,10 @@ def merged(doc: dict[str, Any], table: str, **keys: Any) -> dict[str, Any]:
          "[policy] protections must be a non-empty list of protections among 'masking', "
          "'none', 'paillier' (\"none\" only to take part in unprotected jobs, whose statistics "
          "reach the coordinator in the clear)."),
+        (AnalystFile, {"analyst": {"url": "http://c"}},
+         "unknown key(s) 'url' in [analyst]; expected: coordinator_url, token."),
+        (AnalystFile, {"participant": {}},
+         "unknown key(s) 'participant' in the file; expected: analyst, tls."),
         (ParticipantFile, merged(PARTICIPANT, "policy", rosters="fixed"),
          '[policy] accepted_rosters (a list of lists of participant ids) is needed with '
          'rosters = "fixed", and only then.'),

@@ -22,6 +22,11 @@ def test_algorithm_outside_the_policy_is_refused_with_the_reason() -> None:
         part.statistic("fcm_sums", np.zeros((2, 2)), {"m": 2.0})
     with pytest.raises(RefusedError, match="'kfed' is not allowed"):
         part.kfed_centers(2, seed=0)
+    fedcref = LocalParticipant(blobs(), name="b",
+                               policy=Policy(allowed_algorithms=frozenset({"fedcref"})))
+    with pytest.raises(RefusedError, match=r"none of the algorithms 'ffcm', .*'fkm'.* is "
+                                           r"allowed .*allowed: fedcref\)"):
+        fedcref.statistic("moment_sums", np.zeros((1, 2)))
 
 
 def test_exact_fcm_privacy_rule_is_enforced_by_default() -> None:
