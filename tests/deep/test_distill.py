@@ -41,12 +41,19 @@ EPOCHS = 30  # distillation epochs (paper 50): enough on 200 public rows, keeps 
 @dataclass
 class Federation:
     participants: list[DistillParticipant]
-    members: list[LocalParticipant]  # the participants as the driver asks them
+    rows: list[tuple[NDArray[np.float64], NDArray[np.int64]]]  # each participant's X, y
     truth: list[int]
     public: NDArray[np.float64]
     X: NDArray[np.float64]
     y: NDArray[np.int64]
     tests: dict[str, NDArray[np.int64]]
+
+    @property
+    def members(self) -> list[LocalParticipant]:
+        """The participants as a new job's driver asks them (an agent trains its classifier
+        once per job)."""
+        return [distilling(p, X, y) for p, (X, y) in zip(self.participants, self.rows,
+                                                          strict=True)]
 
     def evaluate(self, member: LocalParticipant) -> float:
         idx = self.tests[member.name]
@@ -70,17 +77,17 @@ def make_federation(seed: int = 0) -> Federation:
     public = [pools[c].pop() for c in range(10) for _ in range(20)]
     held = {c: [pools[c].pop() for _ in range(20)] for c in range(10)}
     y = y.astype(np.int64)
-    participants, members, truth, tests = [], [], [], {}
+    participants, rows, truth, tests = [], [], [], {}
     for g, classes in enumerate(GROUPS):
         test_idx = np.array([i for c in classes for i in held[c]])
         for k in range(CLIENTS_PER_GROUP):
             idx = np.array([pools[c].pop() for c in classes for _ in range(PER_CLASS)])
             p = DistillParticipant(X[idx], y[idx], name=f"g{g}-c{k}", spec=SPEC)
             participants.append(p)
-            members.append(distilling(p, X[idx], y[idx]))
+            rows.append((X[idx], y[idx]))
             truth.append(g)
             tests[p.name] = test_idx
-    return Federation(participants, members, truth, X[public], X, y, tests)
+    return Federation(participants, rows, truth, X[public], X, y, tests)
 
 
 def _params(public: NDArray[np.float64], **terms: object) -> DistillParams:
